@@ -1,0 +1,135 @@
+"""Settings read once from the environment (API.md, "Configuration").
+
+One frozen record is built at start-up and passed down; nothing below reads
+`os.environ` again, so tests can build a Settings by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the variable."""
+
+
+def _int(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _float(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def parse_auth_tokens(raw: str) -> dict[str, str]:
+    """`user:token,...` -> {token: user}. Rejects malformed pairs loudly."""
+    tokens: dict[str, str] = {}
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        user, sep, token = part.partition(":")
+        if not sep or not user.strip() or not token.strip():
+            raise ConfigError(f"AUTH_TOKENS entry {part!r} is not of the form user:token")
+        tokens[token.strip()] = user.strip()
+    return tokens
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 5000
+    database_url: str = f"sqlite:///{PROJECT_ROOT / 'data' / 'app.db'}"
+    data_dir: Path = PROJECT_ROOT / "data"
+    redis_url: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    llm_model: str = ""
+    llm_model_rewrite: str = ""
+    llm_model_intent: str = ""
+    llm_model_suggest: str = ""
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 4
+    llm_backoff_base_s: float = 0.5
+    auth_tokens: dict[str, str] = field(default_factory=dict)
+    ask_timeout_s: float = 600.0
+    command_timeout_s: float = 600.0
+    sub_agent_timeout_s: float = 1800.0
+    max_message_chars: int = 20_000
+    max_request_bytes: int = 256 * 1024
+    max_tool_iterations: int = 25
+    command_output_tail_chars: int = 8_000
+    demo_chunk_delay_s: float = 0.02
+    frontend_dir: Path = PROJECT_ROOT / "frontend"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.data_dir / "workspaces"
+
+    @property
+    def uses_demo_model(self) -> bool:
+        return not self.openai_api_key
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.auth_tokens)
+
+    def stage_model(self, stage: str) -> str:
+        """Model of a pipeline stage (`rewrite`, `intent`, `suggest`), falling back to LLM_MODEL."""
+        return getattr(self, f"llm_model_{stage}") or self.llm_model
+
+    def with_overrides(self, **changes: object) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        data_dir = Path(env.get("DATA_DIR") or PROJECT_ROOT / "data")
+        base = cls()
+        llm_model = env.get("LLM_MODEL", "").strip()
+        return cls(
+            host=env.get("HOST", base.host).strip() or base.host,
+            port=_int(env, "PORT", base.port),
+            database_url=env.get("DATABASE_URL", "").strip() or f"sqlite:///{data_dir / 'app.db'}",
+            data_dir=data_dir,
+            redis_url=env.get("REDIS_URL", "").strip() or None,
+            openai_base_url=env.get("OPENAI_BASE_URL", "").strip() or None,
+            openai_api_key=env.get("OPENAI_API_KEY", "").strip() or None,
+            llm_model=llm_model,
+            llm_model_rewrite=env.get("LLM_MODEL_REWRITE", "").strip(),
+            llm_model_intent=env.get("LLM_MODEL_INTENT", "").strip(),
+            llm_model_suggest=env.get("LLM_MODEL_SUGGEST", "").strip(),
+            llm_timeout_s=_float(env, "LLM_TIMEOUT_S", base.llm_timeout_s),
+            llm_max_retries=_int(env, "LLM_MAX_RETRIES", base.llm_max_retries),
+            llm_backoff_base_s=_float(env, "LLM_BACKOFF_BASE_S", base.llm_backoff_base_s),
+            auth_tokens=parse_auth_tokens(env.get("AUTH_TOKENS", "")),
+            ask_timeout_s=_float(env, "ASK_TIMEOUT_S", base.ask_timeout_s),
+            command_timeout_s=_float(env, "COMMAND_TIMEOUT_S", base.command_timeout_s),
+            sub_agent_timeout_s=_float(env, "SUB_AGENT_TIMEOUT_S", base.sub_agent_timeout_s),
+            max_message_chars=_int(env, "MAX_MESSAGE_CHARS", base.max_message_chars),
+            max_request_bytes=_int(env, "MAX_REQUEST_BYTES", base.max_request_bytes),
+            max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
+            demo_chunk_delay_s=float(env.get("DEMO_CHUNK_DELAY_S", "") or base.demo_chunk_delay_s),
+            frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
+        )

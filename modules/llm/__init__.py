@@ -1,0 +1,16 @@
+"""The model-client layer: one ChatModel interface over a real endpoint or the offline demo."""
+
+from .demo_model import DemoChatModel
+from .factory import build_chat_model
+from .openai_model import OpenAIChatModel
+from .types import ChatModel, ModelError, ModelReply, ToolCall
+
+__all__ = [
+    "ChatModel",
+    "DemoChatModel",
+    "ModelError",
+    "ModelReply",
+    "OpenAIChatModel",
+    "ToolCall",
+    "build_chat_model",
+]

@@ -1,0 +1,42 @@
+"""Idempotent sends: a client_message_id is reserved before any work, and its answer replayed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+
+from modules.storage.db import Database
+from modules.storage.models import ClientRequest
+from modules.storage.records import now
+
+IN_PROGRESS: dict[str, Any] = {"in_progress": True}
+
+
+def reserve(db: Database, user_id: int, client_message_id: str) -> dict[str, Any] | None:
+    """None when this call reserved the id (go ahead); else the stored answer, or IN_PROGRESS."""
+    try:
+        with db.write() as s:
+            s.add(ClientRequest(user_id=user_id, client_message_id=client_message_id,
+                                response=IN_PROGRESS, created_at=now()))
+        return None
+    except IntegrityError:
+        with db.read() as s:
+            row = s.get(ClientRequest, (user_id, client_message_id))
+        return IN_PROGRESS if row is None else row.response
+
+
+def complete(db: Database, user_id: int, client_message_id: str, response: dict[str, Any]) -> None:
+    with db.write() as s:
+        s.execute(update(ClientRequest).where(
+            ClientRequest.user_id == user_id, ClientRequest.client_message_id == client_message_id,
+        ).values(response=response))
+
+
+def release(db: Database, user_id: int, client_message_id: str) -> None:
+    """Forget a reservation whose send failed, so the client may retry it."""
+    with db.write() as s:
+        row = s.get(ClientRequest, (user_id, client_message_id))
+        if row is not None:
+            s.delete(row)

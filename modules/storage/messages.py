@@ -1,0 +1,72 @@
+"""Agent histories: append in order, read back, find tool calls still waiting for a result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from modules.storage.db import Database
+from modules.storage.models import Message
+from modules.storage.records import new_id, now
+
+
+@dataclass
+class MessageDraft:
+    """A history entry about to be written. `meta` carries message_id-independent metadata
+    (source, visibility, starts_work, ...)."""
+
+    role: str
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    message_id: str = field(default_factory=new_id)
+
+
+def append_in(session: Session, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:
+    """Append inside the caller's transaction, so a caller can couple it with other writes."""
+    last = session.scalar(select(func.max(Message.seq)).where(Message.agent_id == agent_id))
+    seq = 0 if last is None else last + 1
+    rows = []
+    ts = now()
+    for draft in drafts:
+        row = Message(
+            message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=seq,
+            role=draft.role, content=draft.content, tool_calls=draft.tool_calls,
+            tool_call_id=draft.tool_call_id, name=draft.name, meta=dict(draft.meta), created_at=ts,
+        )
+        session.add(row)
+        rows.append(row)
+        seq += 1
+    session.flush()
+    return rows
+
+
+def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:
+    with db.write() as s:
+        return append_in(s, conversation_id, agent_id, drafts)
+
+
+def list_messages(db: Database, agent_id: str) -> list[Message]:
+    with db.read() as s:
+        return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
+
+
+def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
+    """Tool calls of the agent's assistant messages that have no `tool` result yet."""
+    rows = session.scalars(
+        select(Message).where(Message.agent_id == agent_id, Message.role.in_(("assistant", "tool")))
+        .order_by(Message.seq)
+    )
+    open_calls: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.role == "assistant":
+            for call in row.tool_calls or []:
+                open_calls[call["id"]] = call
+        elif row.tool_call_id:
+            open_calls.pop(row.tool_call_id, None)
+    return list(open_calls.values())

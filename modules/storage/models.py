@@ -1,0 +1,124 @@
+"""ORM tables. The schema itself is owned by the Alembic migrations next to this file.
+
+Timestamps are epoch seconds as double precision: portable across SQLite,
+PostgreSQL and MariaDB, and precise enough to order events that happen
+milliseconds apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Double, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# MySQL's TEXT stops at 64 KiB; a long tool output or reply must not be cut.
+LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[float] = mapped_column(Double)
+    updated_at: Mapped[float] = mapped_column(Double, index=True)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+    __table_args__ = (UniqueConstraint("conversation_id", "display_name"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    display_name: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Double)
+    updated_at: Mapped[float] = mapped_column(Double)
+
+
+class Message(Base):
+    """One entry of one agent's history; `seq` orders it within that agent."""
+
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("agent_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    message_id: Mapped[str] = mapped_column(String(64), unique=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(LongText, nullable=True)
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    tool_call_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"), index=True)
+    task_type: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    trigger_message_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Double)
+    started_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+
+
+class TaskEvent(Base):
+    """The durable, per-task numbered event log that REST clients poll with `?from=`."""
+
+    __tablename__ = "task_events"
+    __table_args__ = (UniqueConstraint("task_id", "idx"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    idx: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    ts: Mapped[float] = mapped_column(Double)
+
+
+class SessionEntry(Base):
+    __tablename__ = "session_store"
+
+    key: Mapped[str] = mapped_column(String(191), primary_key=True)
+    field: Mapped[str] = mapped_column(String(191), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Double)
+
+
+class ClientRequest(Base):
+    """The first answer to a `client_message_id`, so a retried send is stored once."""
+
+    __tablename__ = "client_requests"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
+    client_message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Double)

@@ -1,0 +1,83 @@
+"""Task records and their durable event logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from modules.storage.db import Database
+from modules.storage.models import Task, TaskEvent
+from modules.storage.records import new_id, now
+
+ACTIVE_STATUSES = ("pending", "running")
+FINAL_STATUSES = ("succeeded", "failed", "stopped")
+
+
+def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
+                   trigger_message_id: str | None = None) -> Task:
+    """A pending task, written inside the caller's transaction (with its trigger message)."""
+    task = Task(
+        id=new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
+        status="pending", trigger_message_id=trigger_message_id, created_at=now(),
+    )
+    session.add(task)
+    session.flush()
+    return task
+
+
+def get_task(db: Database, task_id: str) -> Task | None:
+    with db.read() as s:
+        return s.get(Task, task_id)
+
+
+def list_tasks(db: Database, conversation_id: str, *, active_only: bool = False) -> list[Task]:
+    query = select(Task).where(Task.conversation_id == conversation_id)
+    if active_only:
+        query = query.where(Task.status.in_(ACTIVE_STATUSES))
+    with db.read() as s:
+        return list(s.scalars(query.order_by(Task.created_at, Task.id)))
+
+
+def list_tasks_with_status(db: Database, statuses: tuple[str, ...]) -> list[Task]:
+    with db.read() as s:
+        return list(s.scalars(select(Task).where(Task.status.in_(statuses)).order_by(Task.created_at)))
+
+
+def set_task_status(db: Database, task_id: str, status: str, *, error: dict[str, Any] | None = None,
+                    expected: tuple[str, ...] | None = None) -> bool:
+    """Compare-and-set the status; False when the task was not in an `expected` status."""
+    values: dict[str, Any] = {"status": status}
+    if status == "running":
+        values["started_at"] = now()
+    if status in FINAL_STATUSES:
+        values["finished_at"] = now()
+    if error is not None:
+        values["error"] = error
+    query = update(Task).where(Task.id == task_id)
+    if expected:
+        query = query.where(Task.status.in_(expected))
+    with db.write() as s:
+        return s.execute(query.values(**values)).rowcount == 1
+
+
+def next_event_idx(db: Database, task_id: str) -> int:
+    with db.read() as s:
+        last = s.scalar(select(func.max(TaskEvent.idx)).where(TaskEvent.task_id == task_id))
+    return 0 if last is None else last + 1
+
+
+def insert_event(db: Database, task_id: str, idx: int, event_type: str, data: dict[str, Any]) -> TaskEvent:
+    row = TaskEvent(task_id=task_id, idx=idx, type=event_type, data=data, ts=now())
+    with db.write() as s:
+        s.add(row)
+    return row
+
+
+def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:
+    with db.read() as s:
+        return list(s.scalars(
+            select(TaskEvent).where(TaskEvent.task_id == task_id, TaskEvent.idx >= from_idx)
+            .order_by(TaskEvent.idx).limit(limit)
+        ))

@@ -1,0 +1,48 @@
+"""Tool lookup and safe execution."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from modules.tools.base import ToolArgumentError, ToolContext, ToolSpec, parse_arguments
+
+log = logging.getLogger(__name__)
+
+
+class ToolRegistry:
+    def __init__(self, specs: list[ToolSpec] | None = None):
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs or []:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name!r} registered twice")
+        self._specs[spec.name] = spec
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def definitions(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        chosen = self._specs if names is None else {n: self._specs[n] for n in names if n in self._specs}
+        return [spec.definition() for spec in chosen.values()]
+
+    def execute(self, name: str, raw_arguments: str | None, ctx: ToolContext,
+                allowed: list[str] | None = None) -> dict[str, Any]:
+        """Run one tool call; every failure becomes a `{"success": false, "error": ...}` result."""
+        spec = self._specs.get(name)
+        if spec is None or (allowed is not None and name not in allowed):
+            return {"success": False, "error": f"unknown tool {name!r}"}
+        try:
+            args = parse_arguments(spec, raw_arguments)
+        except ToolArgumentError as exc:
+            return {"success": False, "error": f"invalid arguments for {name}: {exc}"}
+        try:
+            result = spec.handler(ctx, args)
+        except Exception as exc:  # a tool bug must not kill the agent's turn
+            log.exception("tool %s failed", name)
+            return {"success": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+        if not isinstance(result, dict) or "success" not in result:
+            return {"success": False, "error": f"{name} returned an invalid result"}
+        return result

@@ -1,0 +1,78 @@
+"""Start the chat server: `python run.py [--host H] [--port P] [--database-url URL]`.
+
+eventlet must patch the standard library before anything else imports it, and
+psycopg must use its select()-based wait (which eventlet makes cooperative)
+instead of its C wait, which would stall every green thread.
+"""
+
+import os
+
+os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_select")
+
+import eventlet  # noqa: E402
+
+eventlet.monkey_patch()
+
+import argparse  # noqa: E402
+import ipaddress  # noqa: E402
+import logging  # noqa: E402
+import socket  # noqa: E402
+import sys  # noqa: E402
+
+from modules.config import ConfigError, Settings  # noqa: E402
+
+log = logging.getLogger("chat_server")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+        except OSError:
+            return False
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Multi-agent chat server")
+    parser.add_argument("--host", help="address to listen on (HOST, default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (PORT, default 5000)")
+    parser.add_argument("--database-url", help="SQLAlchemy URL (DATABASE_URL, default sqlite:///data/app.db)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    try:
+        settings = Settings.from_env().with_overrides(host=args.host, port=args.port,
+                                                      database_url=args.database_url)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    if not settings.auth_required and not is_loopback(settings.host):
+        print(
+            f"refusing to listen on {settings.host}: no AUTH_TOKENS are set, so anyone who can reach "
+            "this address would own every conversation. Set AUTH_TOKENS=user:token,... or listen on "
+            "127.0.0.1.",
+            file=sys.stderr,
+        )
+        return 2
+
+    from server.app import create_app
+
+    app, socketio = create_app(settings, async_mode="eventlet")
+    if settings.uses_demo_model:
+        log.warning("no OPENAI_API_KEY set: the offline demo model answers")
+    log.info("listening on http://%s:%d (database %s)", settings.host, settings.port,
+             app.extensions["chat_runtime"].db.label)
+    socketio.run(app, host=settings.host, port=settings.port, log_output=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

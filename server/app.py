@@ -1,0 +1,78 @@
+"""The app factory: builds the runtime once and wires REST, Socket.IO and the static front end."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from flask import Flask, abort, send_from_directory
+from flask_socketio import SocketIO
+
+from modules.config import Settings
+from modules.llm import build_chat_model
+from modules.multi_agent.agent_state import AgentStates
+from modules.storage.db import Database
+from modules.tools.registry import ToolRegistry
+from modules.tools.run_command import RUN_COMMAND
+from server.api import conversations, health, tasks
+from server.auth import Authenticator
+from server.chat_service import ChatService
+from server.errors import register_error_handlers
+from server.runtime import Runtime
+from server.sender import SocketIOTransport
+from server.socket_handlers import register_socket_handlers
+from server.tasks.event_log import EventLog
+from server.tasks.models import TaskManager
+
+log = logging.getLogger(__name__)
+
+
+def build_tools() -> ToolRegistry:
+    return ToolRegistry([RUN_COMMAND])
+
+
+def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Flask, SocketIO]:
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    db = Database(settings.database_url)
+    db.migrate()
+    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None)
+    model = build_chat_model(
+        api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
+        timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,
+        on_retry=lambda attempt, err, delay: log.warning(
+            "model call failed (%s: %s); retry %d in %.2f s", err.code, err, attempt, delay),
+    )
+    rt = Runtime(
+        settings=settings, db=db, model=model, tools=build_tools(), agent_states=AgentStates(db),
+        event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=socketio.start_background_task,
+    )
+    rt.tasks = TaskManager(rt)
+    recovered = rt.tasks.recover_interrupted()
+    if recovered:
+        log.warning("marked %d task(s) interrupted by the last shutdown as failed", recovered)
+
+    app = Flask(__name__, static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    app.json.sort_keys = False
+    auth = Authenticator(settings, db)
+    chat = ChatService(rt)
+    app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
+    register_error_handlers(app)
+    for bp in (conversations.bp, tasks.bp, health.bp):
+        app.register_blueprint(bp)
+    _register_frontend(app, settings.frontend_dir)
+    socketio.init_app(app)
+    register_socket_handlers(socketio, rt, auth, chat)
+    return app, socketio
+
+
+def _register_frontend(app: Flask, root: Path) -> None:
+    @app.get("/")
+    def index():
+        return send_from_directory(root, "index.html")
+
+    @app.get("/<path:path>")
+    def asset(path: str):
+        if path.startswith("api/") or not (root / path).is_file():
+            abort(404)
+        return send_from_directory(root, path)

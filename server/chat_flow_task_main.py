@@ -1,0 +1,49 @@
+"""The body of one task: call the model, run its tool calls, again, until it answers or stops."""
+
+from __future__ import annotations
+
+import logging
+
+from modules.llm import ModelError, ModelReply
+from modules.storage.records import new_id
+from server.chat_flow_task_support import build_model_messages, persist_assistant_message
+from server.chat_flow_tool_loop import execute_tool_calls
+from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
+from server.runtime import Runtime
+from server.sender import EventSender
+
+log = logging.getLogger(__name__)
+
+
+def _stream_reply(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: str) -> ModelReply:
+    messages = build_model_messages(rt, turn)
+    tools = rt.tools.definitions(list(turn.profile.tools)) or None
+    sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+    return rt.model.stream_chat(
+        messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
+        on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
+        should_stop=turn.stopped,
+    )
+
+
+def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) -> TurnOutcome:
+    for _ in range(rt.settings.max_tool_iterations):
+        if turn.stopped():
+            return TurnOutcome(STOPPED)
+        message_id = new_id()
+        try:
+            reply = _stream_reply(rt, turn, sender, message_id)
+        except ModelError as exc:
+            log.warning("model call failed for task %s: %s %s", turn.task_id, exc.code, exc)
+            return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
+        calls = [] if turn.stopped() else reply.tool_calls
+        persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason))
+        sender.emit("text_end", {"message_id": message_id, "content": reply.content})
+        if turn.stopped():
+            return TurnOutcome(STOPPED)
+        if not calls:
+            return TurnOutcome(SUCCEEDED)
+        execute_tool_calls(rt, turn, sender, calls)
+    limit = rt.settings.max_tool_iterations
+    return TurnOutcome(FAILED, {"code": "iteration_limit",
+                                "message": f"stopped after {limit} model calls without a final answer"})

@@ -1,0 +1,77 @@
+"""Helpers of the chat flow: history <-> model messages, persisting replies, closing open tool calls."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from modules.llm import ModelReply
+from modules.storage import messages as message_store
+from modules.storage.messages import MessageDraft
+from modules.storage.models import Message
+from server.chat_flow_types import ChatTurn
+from server.runtime import Runtime
+from server.sender import EventSender
+
+
+def to_model_message(msg: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": msg.role, "content": msg.content or ""}
+    if msg.role == "assistant" and msg.tool_calls:
+        out["tool_calls"] = msg.tool_calls
+        if not msg.content:
+            out["content"] = None
+    if msg.role == "tool":
+        out["tool_call_id"] = msg.tool_call_id
+    return out
+
+
+def build_model_messages(rt: Runtime, turn: ChatTurn) -> list[dict[str, Any]]:
+    system = turn.profile.system_message(turn.display_name)
+    history = message_store.list_messages(rt.db, turn.agent_id)
+    return [{"role": "system", "content": system}, *(to_model_message(m) for m in history)]
+
+
+def user_message_event(msg: Message) -> dict[str, Any]:
+    """The `user_message` event data of a stored user-role message."""
+    meta = dict(msg.meta or {})
+    return {
+        "message": msg.content or "",
+        "message_id": msg.message_id,
+        "source": meta.pop("source", "user"),
+        "visibility": meta.pop("visibility", "chat"),
+        "starts_work": meta.pop("starts_work", True),
+        "metadata": meta,
+        "agent_id": msg.agent_id,
+    }
+
+
+def emit_user_message(sender: EventSender, msg: Message) -> None:
+    sender.emit("user_message", user_message_event(msg))
+
+
+def persist_assistant_message(rt: Runtime, turn: ChatTurn, message_id: str, reply: ModelReply) -> Message | None:
+    calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        for call in reply.tool_calls
+    ]
+    if not reply.content and not calls:
+        return None
+    draft = MessageDraft(role="assistant", content=reply.content or None, tool_calls=calls or None,
+                         message_id=message_id, meta={"task_id": turn.task_id})
+    return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
+
+
+def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> MessageDraft:
+    return MessageDraft(role="tool", content=json.dumps(result, ensure_ascii=False), tool_call_id=call_id,
+                        name=name)
+
+
+def close_open_tool_calls(rt: Runtime, conversation_id: str, agent_id: str, reason: str) -> list[Message]:
+    """Give every tool call still without a result one, so the agent's next model request is valid."""
+    with rt.db.write() as s:
+        open_calls = message_store.open_tool_calls_in(s, agent_id)
+        drafts = [
+            tool_result_draft(call["id"], call["function"]["name"], {"success": False, "error": reason})
+            for call in open_calls
+        ]
+        return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []

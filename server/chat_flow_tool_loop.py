@@ -1,0 +1,37 @@
+"""One tool round: run every tool call of an assistant message and record each result."""
+
+from __future__ import annotations
+
+import json
+
+from modules.llm import ToolCall
+from modules.storage import messages as message_store
+from modules.tools.base import ToolContext
+from server.chat_flow_task_support import tool_result_draft
+from server.chat_flow_types import ChatTurn
+from server.runtime import Runtime
+from server.sender import EventSender
+
+STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the task before this call ran"}
+
+
+def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_calls: list[ToolCall]) -> None:
+    """Run the calls in order; once the turn is stopped, the rest are closed with a cancelled result.
+
+    Results are written as they come, each right after the assistant message's
+    earlier results, so the tool block stays contiguous in the history.
+    """
+    ctx = ToolContext(
+        conversation_id=turn.conversation_id, agent_id=turn.agent_id, agent_display_name=turn.display_name,
+        workspace=rt.workspace(turn.conversation_id), settings=rt.settings, should_stop=turn.stopped,
+    )
+    for call in tool_calls:
+        sender.emit("tool_start", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
+        if turn.stopped():
+            result = STOPPED_RESULT
+        else:
+            result = rt.tools.execute(call.name, call.arguments, ctx, allowed=list(turn.profile.tools))
+        message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,
+                                      [tool_result_draft(call.id, call.name, result)])
+        sender.emit("tool_result", {"tool_call_id": call.id, "name": call.name,
+                                    "result": json.dumps(result, ensure_ascii=False)})

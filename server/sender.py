@@ -1,0 +1,48 @@
+"""The one interface between the chat flow and the transports.
+
+Every event of a task goes first to its durable event log (the REST polling
+log, numbered per task) and then to the Socket.IO room of its conversation,
+with the same `type` and `data`, so socket and REST clients see one story.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from server.tasks.event_log import EventLog
+
+
+class Transport(Protocol):
+    def emit(self, event_type: str, data: dict[str, Any], room: str) -> None: ...
+
+
+class EventSender(Protocol):
+    def emit(self, event_type: str, data: dict[str, Any]) -> int: ...
+
+
+class SocketIOTransport:
+    def __init__(self, socketio):
+        self._socketio = socketio
+
+    def emit(self, event_type: str, data: dict[str, Any], room: str) -> None:
+        self._socketio.emit(event_type, data, to=room)
+
+
+class TaskEventSender:
+    """Sends the events of one task; `emit` returns the event's index in the task's log."""
+
+    def __init__(self, event_log: EventLog, transport: Transport, *, task_id: str,
+                 conversation_id: str, agent_id: str):
+        self._log = event_log
+        self._transport = transport
+        self.task_id = task_id
+        self.conversation_id = conversation_id
+        self.agent_id = agent_id
+
+    def emit(self, event_type: str, data: dict[str, Any]) -> int:
+        payload = {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
+                   "agent_id": data.get("agent_id", self.agent_id)}
+        return self._log.append(
+            self.task_id, event_type, payload,
+            deliver=lambda idx: self._transport.emit(event_type, {**payload, "idx": idx}, self.conversation_id),
+        )

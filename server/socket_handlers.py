@@ -1,0 +1,83 @@
+"""Socket.IO surface (API.md): connect with a token, join a conversation's room, send, stop.
+
+Acknowledgements carry the same answers as the REST calls, errors included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import request
+from flask_socketio import SocketIO, join_room
+
+from modules.storage import conversations as conversation_store
+from modules.storage import tasks as task_store
+from server.auth import Authenticator, bearer_token
+from server.chat_service import ChatService
+from server.errors import ApiError, not_found
+from server.runtime import Runtime
+
+
+def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticator, chat: ChatService) -> None:
+    users: dict[str, int] = {}
+
+    def user_id() -> int:
+        uid = users.get(request.sid)
+        if uid is None:
+            raise ApiError(401, "unauthorized", "connect with a valid token first")
+        return uid
+
+    def acked(fn):
+        """Run a handler and turn an ApiError into an error acknowledgement."""
+        def wrapper(data: Any = None):
+            try:
+                return fn(data if data is not None else {})
+            except ApiError as err:
+                return {**err.body(), "status": err.status}
+        wrapper.__name__ = fn.__name__
+        return wrapper
+
+    @socketio.on("connect")
+    def on_connect(auth_data: Any = None):
+        token = auth_data.get("token") if isinstance(auth_data, dict) else None
+        token = token or bearer_token(request.headers.get("Authorization"))
+        try:
+            users[request.sid] = auth.user_id_for(token)
+        except ApiError as err:
+            raise ConnectionRefusedError(err.message) from None
+
+    @socketio.on("disconnect")
+    def on_disconnect(*_args):
+        users.pop(request.sid, None)
+
+    def owned(cid: Any, uid: int):
+        if not isinstance(cid, str) or conversation_store.get_conversation(rt.db, cid, uid) is None:
+            raise not_found("conversation")
+        return cid
+
+    @socketio.on("join_conversation")
+    @acked
+    def on_join(data: Any):
+        if not isinstance(data, dict):
+            raise ApiError(400, "invalid_json", "expected an object with `conversation_id`")
+        cid = owned(data.get("conversation_id"), user_id())
+        join_room(cid)
+        return {"success": True, "conversation_id": cid, "main_task_id": rt.tasks.active_task_id(cid)}
+
+    @socketio.on("send_message")
+    @acked
+    def on_send(data: Any):
+        sid = request.sid
+        return chat.send(user_id(), data, on_conversation=lambda cid: join_room(cid, sid=sid))
+
+    @socketio.on("stop_task")
+    @acked
+    def on_stop(data: Any):
+        task_id = data.get("task_id") if isinstance(data, dict) else None
+        task = task_store.get_task(rt.db, task_id) if isinstance(task_id, str) else None
+        if task is None:
+            raise not_found("task")
+        owned(task.conversation_id, user_id())
+        if not rt.tasks.stop(task.id):
+            raise ApiError(409, "task_not_running", f"task {task.id} is already {task.status}")
+        return {"success": True, "task_id": task.id, "stopping": True}

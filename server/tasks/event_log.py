@@ -1,0 +1,44 @@
+"""Durable, per-task numbered event log.
+
+A task's events are written only by the process that runs it, so the next
+index is kept in memory (seeded from the database once); the unique
+(task_id, idx) constraint guards the rest. The per-task lock is held across
+the caller's delivery too, so socket clients receive a task's events in log order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from modules.storage import tasks as task_store
+from modules.storage.db import Database
+
+
+class EventLog:
+    def __init__(self, db: Database):
+        self._db = db
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._next: dict[str, int] = {}
+
+    def append(self, task_id: str, event_type: str, data: dict[str, Any],
+               deliver: Callable[[int], None] | None = None) -> int:
+        with self._guard:
+            lock = self._locks.setdefault(task_id, threading.Lock())
+        with lock:
+            idx = self._next.get(task_id)
+            if idx is None:
+                idx = task_store.next_event_idx(self._db, task_id)
+            task_store.insert_event(self._db, task_id, idx, event_type, data)
+            self._next[task_id] = idx + 1
+            if deliver is not None:
+                deliver(idx)
+            return idx
+
+    def forget(self, task_id: str) -> None:
+        """Drop the cached state of a finished task."""
+        with self._guard:
+            self._locks.pop(task_id, None)
+            self._next.pop(task_id, None)

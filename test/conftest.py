@@ -1,0 +1,183 @@
+"""Shared fixtures: the scripted model server and real server processes (`run.py` under eventlet)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from test.scripted_llm import ScriptedLLMServer
+
+ROOT = Path(__file__).resolve().parent.parent
+FINAL_STATUSES = ("succeeded", "failed", "stopped")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """One `python run.py` on a free port; restartable on the same data directory and database."""
+
+    def __init__(
+        self, data_dir: Path, llm_url: str, *, database_url: str | None = None, env: dict[str, str] | None = None
+    ):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.database_url = database_url or f"sqlite:///{data_dir / 'app.db'}"
+        self.env = {
+            **os.environ,
+            "DATA_DIR": str(data_dir),
+            "OPENAI_BASE_URL": llm_url,
+            "OPENAI_API_KEY": "test-key",
+            "LLM_MODEL": "scripted-model",
+            "LLM_BACKOFF_BASE_S": "0.05",
+            "LLM_TIMEOUT_S": "20",
+            "LOG_LEVEL": "INFO",
+            **(env or {}),
+        }
+        self.env.pop("HOST", None)
+        self.env.pop("PORT", None)
+        self.proc: subprocess.Popen | None = None
+        self.token: str | None = None
+        self._log = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        self._log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "run.py", "--port", str(self.port), "--database-url", self.database_url],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"server did not become healthy in {timeout}s:\n{self.log_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> ServerProcess:
+        self.stop()
+        return self.start()
+
+    def log_text(self) -> str:
+        path = self.data_dir / "server.log"
+        return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+
+    # -- HTTP helpers ----------------------------------------------------
+    def request(
+        self, method: str, path: str, *, json: Any = None, token: str | None = None, **kwargs: Any
+    ) -> requests.Response:
+        headers = kwargs.pop("headers", {})
+        tok = token if token is not None else self.token
+        if tok:
+            headers["Authorization"] = f"Bearer {tok}"
+        return requests.request(method, self.url + path, json=json, headers=headers, timeout=15, **kwargs)
+
+    def post(self, path: str, json: Any = None, **kw: Any) -> requests.Response:
+        return self.request("POST", path, json=json, **kw)
+
+    def get(self, path: str, **kw: Any) -> requests.Response:
+        return self.request("GET", path, **kw)
+
+    def send(self, message: str, conversation_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        body = {"message": message, **extra}
+        if conversation_id:
+            body["conversation_id"] = conversation_id
+        res = self.post("/api/tasks", body)
+        assert res.status_code == 202, res.text
+        return res.json()
+
+    def wait_task(self, task_id: str, timeout: float = 20, **kw: Any) -> dict[str, Any]:
+        """Poll the task's event log until its status is final; returns the task with every event."""
+        deadline = time.monotonic() + timeout
+        events: list[dict[str, Any]] = []
+        offset = 0
+        while time.monotonic() < deadline:
+            body = self.get(f"/api/tasks/{task_id}?from={offset}", **kw).json()
+            events.extend(body["events"])
+            offset = body["next_offset"]
+            if body["status"] in FINAL_STATUSES:
+                body["events"] = events
+                return body
+            time.sleep(0.02)
+        raise TimeoutError(
+            f"task {task_id} not finished in {timeout}s; events so far: "
+            f"{[e['type'] for e in events]}\n{self.log_text()}"
+        )
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(llm_server: ScriptedLLMServer) -> Iterator[ScriptedLLMServer]:
+    llm_server.reset()
+    yield llm_server
+    llm_server.reset()
+
+
+@pytest.fixture
+def make_server(tmp_path: Path, llm: ScriptedLLMServer):
+    """Factory of server processes sharing this test's scripted model; all are stopped at the end."""
+    started: list[ServerProcess] = []
+
+    def factory(**kwargs: Any) -> ServerProcess:
+        data_dir = kwargs.pop("data_dir", None) or tmp_path / f"server{len(started)}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = ServerProcess(data_dir, llm.base_url, **kwargs)
+        started.append(server)
+        return server.start()
+
+    yield factory
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def server(make_server) -> ServerProcess:
+    return make_server()
+
+
+def event_types(task: dict[str, Any]) -> list[str]:
+    return [e["type"] for e in task["events"]]

@@ -1,0 +1,408 @@
+"""A scripted OpenAI-compatible HTTP server for tests and benchmarks.
+
+It speaks the real wire format (SSE streaming, tool-call deltas, OpenAI error bodies)
+so the production client code runs unchanged against it. It uses stdlib threads, not
+eventlet, because it lives in the pytest process while the server under test runs in
+another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+# A step never holds a model call open longer than this, so a forgotten event cannot
+# wedge a test run.
+MAX_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TextStep:
+    content: str
+    chunk_size: int = 4
+    delay_s: float = 0.0
+    wait: threading.Event | None = None
+    drop: bool = False  # cut the connection after the content, before finish_reason/[DONE]
+
+
+@dataclass(frozen=True)
+class ToolCallsStep:
+    calls: tuple[tuple[str, str], ...]  # (name, raw JSON arguments)
+    text: str = ""
+    delay_s: float = 0.0
+    wait: threading.Event | None = None
+
+
+@dataclass(frozen=True)
+class ErrorStep:
+    status: int
+    message: str = "scripted error"
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class HangStep:
+    seconds: float
+
+
+Step = TextStep | ToolCallsStep | ErrorStep | HangStep
+Match = Callable[[dict], bool]
+
+
+def text(content: str, *, chunk_size: int = 4, delay_s: float = 0.0, wait: threading.Event | None = None) -> TextStep:
+    """Stream `content` in `chunk_size`-character deltas, `delay_s` apart, then finish with "stop"."""
+    return TextStep(content, max(1, chunk_size), delay_s, wait)
+
+
+def broken_stream(content: str, *, chunk_size: int = 4) -> TextStep:
+    """Stream `content`, then drop the connection mid-response (a network failure after partial output)."""
+    return TextStep(content, max(1, chunk_size), drop=True)
+
+
+def tool_calls(
+    *calls: tuple[str, dict | str],
+    text: str = "",
+    delay_s: float = 0.0,
+    wait: threading.Event | None = None,
+) -> ToolCallsStep:
+    """Answer with tool calls; dict arguments are JSON-dumped, str arguments are sent verbatim (may be malformed)."""
+    raw = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls)
+    return ToolCallsStep(raw, text, delay_s, wait)
+
+
+def error(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorStep:
+    """Answer with an HTTP error in OpenAI's JSON shape, with a Retry-After header if given."""
+    return ErrorStep(status, message, retry_after)
+
+
+def hang(seconds: float) -> HangStep:
+    """Accept the request, send nothing for `seconds`, then drop the connection."""
+    return HangStep(seconds)
+
+
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def match_system(substr: str) -> Match:
+    """True when the request's first system message contains `substr`."""
+
+    def match(body: dict) -> bool:
+        system = next((m for m in body.get("messages", []) if m.get("role") == "system"), None)
+        return system is not None and substr in _text_of(system)
+
+    return match
+
+
+def match_last_user(substr: str) -> Match:
+    """True when the request's last user message contains `substr`."""
+
+    def match(body: dict) -> bool:
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        return bool(users) and substr in _text_of(users[-1])
+
+    return match
+
+
+def match_model(name: str) -> Match:
+    """True when the request asks for model `name`."""
+    return lambda body: body.get("model") == name
+
+
+@dataclass
+class RecordedRequest:
+    body: dict
+    headers: dict[str, str]  # lower-cased names
+    received_at: float  # time.monotonic()
+    step: Step
+    tool_call_ids: list[str] = field(default_factory=list)  # ids served for a ToolCallsStep
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
+
+
+class ScriptedLLMServer:
+    """Serves `POST /v1/chat/completions` (streaming or not) and `GET /v1/models` from a script."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._address = (host, port)
+        self._lock = threading.Condition()
+        self._queue: list[tuple[Step, Match | None]] = []
+        self._default: Step = text("done.")
+        self._requests: list[RecordedRequest] = []
+        self._call_ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Self:
+        handler = type("Handler", (_Handler,), {"scripted": self})
+        self._httpd = ThreadingHTTPServer(self._address, handler)
+        self._httpd.daemon_threads = True
+        self._stopping.clear()
+        # A short poll interval keeps stop() fast.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # releases hanging and waiting steps
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("ScriptedLLMServer is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    # -- scripting -------------------------------------------------------------------
+
+    def script(self, *steps: Step, match: Match | None = None) -> None:
+        """Queue steps; a request takes the first queued step whose `match(body)` is true (None matches any)."""
+        with self._lock:
+            self._queue.extend((step, match) for step in steps)
+
+    def set_default(self, step: Step) -> None:
+        """What a request gets when no queued step matches."""
+        with self._lock:
+            self._default = step
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._default = text("done.")
+            self._call_ids = itertools.count(1)
+
+    def pending_steps(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def wait_for_requests(self, n: int, timeout: float = 10) -> list[RecordedRequest]:
+        """Block until at least `n` chat requests were recorded."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: len(self._requests) >= n, timeout):
+                seen = [_describe(r.body) for r in self._requests]
+                raise TimeoutError(
+                    f"expected {n} model requests within {timeout:g} s, got {len(seen)}: {seen}; "
+                    f"{len(self._queue)} scripted steps still pending"
+                )
+            return list(self._requests)
+
+    def _take(self, body: dict, headers: dict[str, str], step: Step | None = None) -> RecordedRequest:
+        """Record the request and pick its step (`step` forces one, e.g. for an unreadable body)."""
+        with self._lock:
+            if step is None:
+                step = self._default
+                for i, (candidate, match) in enumerate(self._queue):
+                    if match is None or _safe_match(match, body):
+                        step = candidate
+                        del self._queue[i]
+                        break
+            ids = [f"call_{next(self._call_ids)}" for _ in step.calls] if isinstance(step, ToolCallsStep) else []
+            record = RecordedRequest(body, headers, time.monotonic(), step, ids)
+            self._requests.append(record)
+            self._lock.notify_all()
+            return record
+
+
+def _safe_match(match: Match, body: dict) -> bool:
+    try:
+        return bool(match(body))
+    except (
+        AttributeError,
+        KeyError,
+        IndexError,
+        TypeError,
+        ValueError,
+    ):  # an odd body simply does not match
+        return False
+
+
+def _describe(body: dict) -> str:
+    messages = body.get("messages") or [{}]
+    last = messages[-1] if isinstance(messages[-1], dict) else {}
+    return f"{body.get('model')}: {last.get('role')} {_text_of(last)[:60]!r}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    scripted: ScriptedLLMServer
+    protocol_version = "HTTP/1.1"  # keep-alive and chunked streaming, like the real API
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # the client went away (stop button, timeout)
+            super().handle()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": "scripted", "object": "model", "owned_by": "test"}],
+                },
+            )
+        else:
+            self._send_json(404, _error_body(404, f"no route {self.path}"))
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, _error_body(404, f"no route {self.path}"))
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        if not isinstance(body, dict):
+            record = self.scripted._take({}, headers, error(400, "request body is not a JSON object"))
+        else:
+            record = self.scripted._take(body, headers)
+        self._serve(record)
+
+    def _serve(self, record: RecordedRequest) -> None:
+        step, body = record.step, record.body
+        if isinstance(step, HangStep):
+            self.scripted._stopping.wait(step.seconds)
+            self.close_connection = True
+            return
+        if isinstance(step, ErrorStep):
+            headers = {} if step.retry_after is None else {"Retry-After": f"{step.retry_after:g}"}
+            self._send_json(step.status, _error_body(step.status, step.message), headers)
+            return
+        if step.wait is not None:
+            deadline = time.monotonic() + MAX_WAIT_S
+            while not step.wait.wait(0.05) and not self.scripted._stopping.is_set() and time.monotonic() < deadline:
+                pass
+        model = str(body.get("model") or "scripted")
+        if body.get("stream"):
+            drop = isinstance(step, TextStep) and step.drop
+            self._stream(_stream_deltas(step, record.tool_call_ids), step.delay_s, model, drop=drop)
+        else:
+            self._send_json(200, _completion(step, record.tool_call_ids, model))
+
+    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, deltas: Iterator[tuple[dict, str | None]], delay_s: float, model: str, *, drop: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk_id = f"chatcmpl-scripted-{time.monotonic_ns()}"
+        for i, (delta, finish_reason) in enumerate(deltas):
+            if i and delay_s and self.scripted._stopping.wait(delay_s):
+                break
+            if finish_reason and drop:
+                self.close_connection = True
+                return
+            chunk = {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+        self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+def _stream_deltas(step: TextStep | ToolCallsStep, ids: list[str]) -> Iterator[tuple[dict, str | None]]:
+    """The (delta, finish_reason) sequence the real API streams for this step."""
+    yield {"role": "assistant", "content": ""}, None
+    if isinstance(step, TextStep):
+        for i in range(0, len(step.content), step.chunk_size):
+            yield {"content": step.content[i : i + step.chunk_size]}, None
+        yield {}, "stop"
+        return
+    for i in range(0, len(step.text), 4):
+        yield {"content": step.text[i : i + 4]}, None
+    for index, ((name, args), call_id) in enumerate(zip(step.calls, ids, strict=True)):
+        head = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        yield {"tool_calls": [head]}, None
+        piece = max(1, len(args) // 3)
+        for i in range(0, len(args), piece):
+            yield (
+                {"tool_calls": [{"index": index, "function": {"arguments": args[i : i + piece]}}]},
+                None,
+            )
+    yield {}, "tool_calls"
+
+
+def _completion(step: TextStep | ToolCallsStep, ids: list[str], model: str) -> dict:
+    message: dict[str, Any] = {"role": "assistant"}
+    if isinstance(step, TextStep):
+        message["content"], finish_reason = step.content, "stop"
+    else:
+        message["content"], finish_reason = step.text or None, "tool_calls"
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            for (name, args), call_id in zip(step.calls, ids, strict=True)
+        ]
+    return {
+        "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _error_body(status: int, message: str) -> dict:
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}

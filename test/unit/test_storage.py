@@ -1,0 +1,128 @@
+"""Storage against SQLite, PostgreSQL and MariaDB: schema by migration, ordering, CAS, idempotency."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from modules.multi_agent.agent_state import AgentStates
+from modules.storage import agents as agent_store
+from modules.storage import client_requests, conversations, messages, tasks
+from modules.storage.db import Database
+from modules.storage.messages import MessageDraft
+from modules.storage.session_store import SessionStore
+from modules.storage.users import get_or_create_user
+from test.db_urls import fresh_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def db(request, tmp_path):
+    with fresh_database(request.param, tmp_path) as url:
+        database = Database(url)
+        database.migrate()
+        database.migrate()  # idempotent: a second start-up finds the schema current
+        yield database
+        database.dispose()
+
+
+def _conversation(db):
+    user = get_or_create_user(db, "alice")
+    return conversations.create_conversation(db, user.id, "t")
+
+
+def test_users_conversations_and_ownership(db):
+    alice = get_or_create_user(db, "alice")
+    assert get_or_create_user(db, "alice").id == alice.id
+    bob = get_or_create_user(db, "bob")
+    conv, master = conversations.create_conversation(db, alice.id, "hello")
+    assert conversations.get_conversation(db, conv.id, alice.id).title == "hello"
+    assert conversations.get_conversation(db, conv.id, bob.id) is None
+    assert master.kind == "master" and master.state == "idle"
+    assert agent_store.get_master(db, conv.id).id == master.id
+    assert agent_store.find_agent(db, conv.id, "MasterAgent").id == master.id
+
+
+def test_messages_keep_order_metadata_and_long_content(db):
+    conv, master = _conversation(db)
+    long_text = "é" * 100_000
+    messages.append_messages(db, conv.id, master.id, [
+        MessageDraft(role="user", content="q", meta={"source": "user", "visibility": "chat", "starts_work": True}),
+        MessageDraft(role="assistant", content=None, tool_calls=[
+            {"id": "c1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},
+        ]),
+        MessageDraft(role="tool", content=long_text, tool_call_id="c1", name="run_command"),
+    ])
+    rows = messages.list_messages(db, master.id)
+    assert [r.seq for r in rows] == [0, 1, 2]
+    assert rows[0].meta == {"source": "user", "visibility": "chat", "starts_work": True}
+    assert rows[2].content == long_text
+    with db.read() as s:
+        assert [c["id"] for c in messages.open_tool_calls_in(s, master.id)] == ["c2"]
+
+
+def test_task_events_are_numbered_and_read_from_an_offset(db):
+    conv, master = _conversation(db)
+    with db.write() as s:
+        task = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
+    for i in range(5):
+        tasks.insert_event(db, task.id, tasks.next_event_idx(db, task.id), "text_chunk", {"content": str(i)})
+    assert [e.idx for e in tasks.list_events(db, task.id, 2)] == [2, 3, 4]
+    assert tasks.set_task_status(db, task.id, "running", expected=("pending",))
+    assert not tasks.set_task_status(db, task.id, "running", expected=("pending",))
+    assert tasks.set_task_status(db, task.id, "succeeded")
+    done = tasks.get_task(db, task.id)
+    assert done.status == "succeeded" and done.finished_at >= done.started_at
+
+
+def test_session_store_upserts(db):
+    store = SessionStore(db)
+    assert store.get("c1:router", "activeAgent") is None
+    store.set("c1:router", "activeAgent", {"agentName": "InfoAgent"})
+    store.set("c1:router", "activeAgent", {"agentName": "MasterAgent"})
+    assert store.get("c1:router", "activeAgent") == {"agentName": "MasterAgent"}
+    store.delete("c1:router", "activeAgent")
+    assert store.get("c1:router", "activeAgent") is None
+
+
+def test_client_request_reservation_is_exclusive(db):
+    user = get_or_create_user(db, "alice")
+    outcomes = []
+    barrier = threading.Barrier(4)
+
+    def reserve():
+        barrier.wait()
+        outcomes.append(client_requests.reserve(db, user.id, "m-1"))
+
+    threads = [threading.Thread(target=reserve) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert outcomes.count(None) == 1
+    client_requests.complete(db, user.id, "m-1", {"task_id": "t"})
+    assert client_requests.reserve(db, user.id, "m-1") == {"task_id": "t"}
+
+
+def test_agent_state_transitions_are_compare_and_set(db):
+    conv, master = _conversation(db)
+    states = AgentStates(db)
+    heard = []
+    states.subscribe(heard.append)
+    assert states.transition(master.id, "completed") is None  # idle -> completed is not allowed
+    wins = []
+    barrier = threading.Barrier(4)
+
+    def go():
+        barrier.wait()
+        wins.append(states.transition(master.id, "running"))
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len([w for w in wins if w is not None]) == 1
+    assert [(c.previous, c.state) for c in heard] == [("idle", "running")]
+    assert agent_store.get_agent(db, master.id).state == "running"
