@@ -57,7 +57,10 @@ Match = Callable[[dict], bool]
 
 
 def text(content: str, *, chunk_size: int = 4, delay_s: float = 0.0, wait: threading.Event | None = None) -> TextStep:
-    """Stream `content` in `chunk_size`-character deltas, `delay_s` apart, then finish with "stop"."""
+    """Stream `content` in `chunk_size`-character deltas, `delay_s` apart, then finish with "stop".
+
+    With `wait`, the server holds the call open until the event is set (at most MAX_WAIT_S).
+    """
     return TextStep(content, max(1, chunk_size), delay_s, wait)
 
 
@@ -72,7 +75,11 @@ def tool_calls(
     delay_s: float = 0.0,
     wait: threading.Event | None = None,
 ) -> ToolCallsStep:
-    """Answer with tool calls; dict arguments are JSON-dumped, str arguments are sent verbatim (may be malformed)."""
+    """Answer with tool calls; dict arguments are JSON-dumped, str arguments are sent verbatim (may be malformed).
+
+    Ids are `call_<n>`, numbered across the server's life (see RecordedRequest.tool_call_ids);
+    each call's arguments are streamed in several pieces, like the real API.
+    """
     raw = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls)
     return ToolCallsStep(raw, text, delay_s, wait)
 
@@ -241,13 +248,7 @@ class ScriptedLLMServer:
 def _safe_match(match: Match, body: dict) -> bool:
     try:
         return bool(match(body))
-    except (
-        AttributeError,
-        KeyError,
-        IndexError,
-        TypeError,
-        ValueError,
-    ):  # an odd body simply does not match
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):  # an odd body simply does not match
         return False
 
 
@@ -270,13 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
-            self._send_json(
-                200,
-                {
-                    "object": "list",
-                    "data": [{"id": "scripted", "object": "model", "owned_by": "test"}],
-                },
-            )
+            models = [{"id": "scripted", "object": "model", "owned_by": "test"}]
+            self._send_json(200, {"object": "list", "data": models})
         else:
             self._send_json(404, _error_body(404, f"no route {self.path}"))
 
