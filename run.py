@@ -63,9 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    from modules.agents.profiles import ProfileError
     from server.app import create_app
 
-    app, socketio = create_app(settings, async_mode="eventlet")
+    try:
+        app, socketio = create_app(settings, async_mode="eventlet")
+    except ProfileError as exc:
+        print(f"agent profiles: {exc}", file=sys.stderr)
+        return 2
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     log.info("listening on http://%s:%d (database %s)", settings.host, settings.port,

@@ -79,9 +79,12 @@ class Settings:
     max_message_chars: int = 20_000
     max_request_bytes: int = 256 * 1024
     max_tool_iterations: int = 25
+    notice_settle_ms: float = 25.0
     command_output_tail_chars: int = 8_000
     demo_chunk_delay_s: float = 0.02
-    frontend_dir: Path = PROJECT_ROOT / "frontend"
+    frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
+    agent_profiles_path: Path | None = None
+    routing_signals_path: Path | None = None
 
     @property
     def workspaces_dir(self) -> Path:
@@ -130,6 +133,9 @@ class Settings:
             max_message_chars=_int(env, "MAX_MESSAGE_CHARS", base.max_message_chars),
             max_request_bytes=_int(env, "MAX_REQUEST_BYTES", base.max_request_bytes),
             max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
+            notice_settle_ms=float(env.get("NOTICE_SETTLE_MS", "") or base.notice_settle_ms),
             demo_chunk_delay_s=float(env.get("DEMO_CHUNK_DELAY_S", "") or base.demo_chunk_delay_s),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
+            agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
+            routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
         )

@@ -8,13 +8,19 @@ from pathlib import Path
 from flask import Flask, abort, send_from_directory
 from flask_socketio import SocketIO
 
+from modules.agents.profiles import load_profiles
+from modules.agents.services import AgentServices
+from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import build_chat_model
 from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.message_router import MessageRouter
 from modules.storage.db import Database
+from modules.sub_agent.manager import SubAgentManager
+from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
-from server.api import conversations, health, tasks
+from server.api import background, conversations, health, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
 from server.errors import register_error_handlers
@@ -28,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def build_tools() -> ToolRegistry:
-    return ToolRegistry([RUN_COMMAND])
+    return ToolRegistry([RUN_COMMAND, *AGENT_TOOLS])
 
 
 def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Flask, SocketIO]:
@@ -43,11 +49,22 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         on_retry=lambda attempt, err, delay: log.warning(
             "model call failed (%s: %s); retry %d in %.2f s", err.code, err, attempt, delay),
     )
+    tools = build_tools()
+    profiles = load_profiles(settings.agent_profiles_path, set(tools.names()))
+    spawn = socketio.start_background_task
+    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000)
     rt = Runtime(
-        settings=settings, db=db, model=model, tools=build_tools(), agent_states=AgentStates(db),
-        event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=socketio.start_background_task,
+        settings=settings, db=db, model=model, tools=tools, profiles=profiles, agent_states=AgentStates(db),
+        router=router, sub_agents=SubAgentManager(db, profiles),
+        commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
+                                          tail_chars=settings.command_output_tail_chars, spawn=spawn),
+        event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
     )
     rt.tasks = TaskManager(rt)
+    rt.services = AgentServices(
+        db=db, settings=settings, router=router, states=rt.agent_states, sub_agents=rt.sub_agents,
+        commands=rt.commands, profiles=profiles, expect_turn=rt.tasks.expect_turn, stop_agent=rt.tasks.stop_agent,
+    )
     recovered = rt.tasks.recover_interrupted()
     if recovered:
         log.warning("marked %d task(s) interrupted by the last shutdown as failed", recovered)
@@ -59,7 +76,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     chat = ChatService(rt)
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
-    for bp in (conversations.bp, tasks.bp, health.bp):
+    for bp in (conversations.bp, tasks.bp, background.bp, health.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)

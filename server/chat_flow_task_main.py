@@ -6,7 +6,7 @@ import logging
 
 from modules.llm import ModelError, ModelReply
 from modules.storage.records import new_id
-from server.chat_flow_task_support import build_model_messages, persist_assistant_message
+from server.chat_flow_task_support import build_model_messages, inject_runtime_user_message, persist_assistant_message
 from server.chat_flow_tool_loop import execute_tool_calls
 from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
@@ -27,6 +27,10 @@ def _stream_reply(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: 
 
 
 def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) -> TurnOutcome:
+    """Run one turn. Messages that reach the agent while it runs are drained into its history
+    before its next model call (see `execute_tool_calls`); what arrives after the last model call
+    is picked up by the end-of-turn check, `run_completion_poll`."""
+    inject_runtime_user_message(rt, turn, sender)
     for _ in range(rt.settings.max_tool_iterations):
         if turn.stopped():
             return TurnOutcome(STOPPED)
@@ -47,3 +51,16 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
     limit = rt.settings.max_tool_iterations
     return TurnOutcome(FAILED, {"code": "iteration_limit",
                                 "message": f"stopped after {limit} model calls without a final answer"})
+
+
+def run_completion_poll(rt: Runtime, agent_id: str) -> str | None:
+    """The end-of-turn check, run once after the agent's state left `running`.
+
+    Completions (sub-agent and background-command notices) and messages that
+    queued up after the turn's last model call are all still in the agent's
+    queue: one follow-up turn takes every one of them, in arrival order, the
+    first N-1 as preceding notices and the last as its trigger. Completions
+    that come later wake the agent themselves when they are queued, so nothing
+    polls on a timer.
+    """
+    return rt.tasks.wake(agent_id)

@@ -49,6 +49,16 @@ def emit_user_message(sender: EventSender, msg: Message) -> None:
     sender.emit("user_message", user_message_event(msg))
 
 
+def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender) -> int:
+    """The inline batch: drain everything queued for the running agent (completion notices of its
+    sub-agents and background commands, messages, questions, answers) into its history, after any
+    tool block, in one transaction, and echo each as a `user_message`. No new task."""
+    drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
+    for msg in drained:
+        emit_user_message(sender, msg)
+    return len(drained)
+
+
 def persist_assistant_message(rt: Runtime, turn: ChatTurn, message_id: str, reply: ModelReply) -> Message | None:
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}

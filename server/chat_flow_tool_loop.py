@@ -7,7 +7,7 @@ import json
 from modules.llm import ToolCall
 from modules.storage import messages as message_store
 from modules.tools.base import ToolContext
-from server.chat_flow_task_support import tool_result_draft
+from server.chat_flow_task_support import inject_runtime_user_message, tool_result_draft
 from server.chat_flow_types import ChatTurn
 from server.runtime import Runtime
 from server.sender import EventSender
@@ -18,12 +18,14 @@ STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the ta
 def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_calls: list[ToolCall]) -> None:
     """Run the calls in order; once the turn is stopped, the rest are closed with a cancelled result.
 
-    Results are written as they come, each right after the assistant message's
-    earlier results, so the tool block stays contiguous in the history.
+    Results are written as they come, right after the assistant message, so the
+    tool block stays contiguous; the round ends with the inline batch of
+    everything that queued up for the agent meanwhile, after the whole block.
     """
     ctx = ToolContext(
         conversation_id=turn.conversation_id, agent_id=turn.agent_id, agent_display_name=turn.display_name,
         workspace=rt.workspace(turn.conversation_id), settings=rt.settings, should_stop=turn.stopped,
+        task_id=turn.task_id, services=rt.services, emit=sender.emit,
     )
     for call in tool_calls:
         sender.emit("tool_start", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
@@ -35,3 +37,5 @@ def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_ca
                                       [tool_result_draft(call.id, call.name, result)])
         sender.emit("tool_result", {"tool_call_id": call.id, "name": call.name,
                                     "result": json.dumps(result, ensure_ascii=False)})
+    if not turn.stopped():
+        inject_runtime_user_message(rt, turn, sender)

@@ -1,4 +1,9 @@
-"""Sending a user message: the one entry shared by `POST /api/tasks` and the socket's `send_message`."""
+"""Sending a user message: the one entry shared by `POST /api/tasks` and the socket's `send_message`.
+
+The message is committed to its receiver's queue before the sender hears back;
+the receiver's state decides whether it answers a pending question (`hil`),
+goes inline into a running turn, or starts a new one.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
-from modules.storage.messages import MessageDraft
+from modules.storage.models import Agent
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
-from server.tasks.models import TaskConflict
 
 DEFAULT_TITLE = "New conversation"
 TITLE_CHARS = 60
@@ -23,6 +28,14 @@ class SendRequest:
     message: str
     conversation_id: str | None
     client_message_id: str | None
+    question_id: str | None
+
+
+def _optional_str(payload: dict, name: str, max_len: int) -> str | None:
+    value = payload.get(name)
+    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= max_len):
+        raise ApiError(400, f"invalid_{name}", f"`{name}` must be a string of 1 to {max_len} characters")
+    return value
 
 
 def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
@@ -33,15 +46,8 @@ def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
         raise ApiError(400, "invalid_message", "`message` must be a non-empty string")
     if len(message) > max_chars:
         raise ApiError(413, "message_too_large", f"`message` is longer than {max_chars} characters")
-    conversation_id = payload.get("conversation_id")
-    if conversation_id is not None and (not isinstance(conversation_id, str) or not conversation_id):
-        raise ApiError(400, "invalid_conversation_id", "`conversation_id` must be a string")
-    client_message_id = payload.get("client_message_id")
-    if client_message_id is not None and (
-        not isinstance(client_message_id, str) or not 0 < len(client_message_id) <= 128
-    ):
-        raise ApiError(400, "invalid_client_message_id", "`client_message_id` must be a string of 1 to 128 characters")
-    return SendRequest(message, conversation_id, client_message_id)
+    return SendRequest(message, _optional_str(payload, "conversation_id", 64),
+                       _optional_str(payload, "client_message_id", 128), _optional_str(payload, "question_id", 64))
 
 
 def title_from(message: str) -> str:
@@ -55,11 +61,11 @@ class ChatService:
 
     def send(self, user_id: int, payload: Any,
              on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
-        """Store the message and start the task that will see it; answer as `POST /api/tasks` does.
+        """Queue the message for its receiver and answer as `POST /api/tasks` does.
 
         A repeated `client_message_id` returns the first answer and stores nothing twice.
-        `on_conversation` hears the conversation id before the task starts (a socket
-        joins its room then, so it misses no event).
+        `on_conversation` hears the conversation id before delivery (a socket joins its
+        room then, so it misses no event).
         """
         req = parse_send_request(payload, self._rt.settings.max_message_chars)
         if req.client_message_id:
@@ -78,30 +84,51 @@ class ChatService:
             client_requests.complete(self._rt.db, user_id, req.client_message_id, answer)
         return answer
 
+    def _conversation(self, user_id: int, req: SendRequest):
+        rt = self._rt
+        if req.conversation_id is None:
+            conv, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message), rt.master.name)
+            return conv
+        conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
+        if conv is None:
+            raise not_found("conversation")
+        title = title_from(req.message) if conv.title == DEFAULT_TITLE else None
+        conversation_store.touch_conversation(rt.db, conv.id, title=title)
+        return conv
+
     def _deliver(self, user_id: int, req: SendRequest,
                  on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
         rt = self._rt
-        if req.conversation_id is None:
-            conv, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message))
-        else:
-            conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
-            if conv is None:
-                raise not_found("conversation")
-            if conv.title == DEFAULT_TITLE:
-                conversation_store.touch_conversation(rt.db, conv.id, title=title_from(req.message))
-            else:
-                conversation_store.touch_conversation(rt.db, conv.id)
+        conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)
-        master = agent_store.get_master(rt.db, conv.id)
-        draft = MessageDraft(role="user", content=req.message,
-                             meta={"source": "user", "visibility": "chat", "starts_work": True,
-                                   "client_message_id": req.client_message_id})
+        agents = agent_store.list_agents(rt.db, conv.id)
+        route, target, question_id = self._decide(agents, req)
+        meta = {"source": "user", "visibility": "chat", "route": route}
+        if req.client_message_id:
+            meta["client_message_id"] = req.client_message_id
+        message = PendingMessage.new(
+            conversation_id=conv.id, target_agent_id=target.id, type="answer" if question_id else "message",
+            content=req.message, source_display_name="user", question_id=question_id, meta=meta,
+        )
         try:
-            task = rt.tasks.create_chat_task(conversation_id=conv.id, agent_id=master.id, trigger=draft)
-        except TaskConflict as exc:
-            raise ApiError(409, "task_running", f"{exc}; wait for it or cancel it first") from exc
+            routed = rt.router.route_message(target.id, message)
+        except RouteError as exc:
+            raise ApiError(409, "agent_unavailable", str(exc)) from exc
         return {
-            "success": True, "task_id": task.id, "conversation_id": conv.id, "message_id": draft.message_id,
-            "agent_id": master.id, "route": "pipeline", "delivery": "triggered_new_turn",
+            "success": True, "task_id": routed.task_id, "conversation_id": conv.id, "message_id": message.id,
+            "agent_id": target.id, "target_agent": target.display_name, "route": route,
+            "delivery": routed.delivery,
         }
+
+    def _decide(self, agents: list[Agent], req: SendRequest) -> tuple[str, Agent, str | None]:
+        """Human in the loop first: an agent waiting in ask_user gets the reply. Else the master."""
+        waiter = self._rt.router.waiting_for_user([a.id for a in agents])
+        if waiter is not None:
+            if req.question_id and req.question_id != waiter.question_id:
+                raise ApiError(409, "stale_question",
+                               f"question {req.question_id} is not pending; the open question is {waiter.question_id}")
+            return "hil", next(a for a in agents if a.id == waiter.agent_id), waiter.question_id
+        if req.question_id:
+            raise ApiError(409, "stale_question", f"question {req.question_id} is not pending")
+        return "pipeline", next(a for a in agents if a.kind == "master"), None

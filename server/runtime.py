@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modules.agents.profiles import DEFAULT_MASTER, AgentProfile
+from modules.agents.profiles import AgentProfile, master_profile
+from modules.agents.services import AgentServices
+from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.message_router import MessageRouter
 from modules.storage.db import Database
+from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from server.sender import Transport
 from server.tasks.event_log import EventLog
@@ -26,12 +30,20 @@ class Runtime:
     db: Database
     model: ChatModel
     tools: ToolRegistry
+    profiles: dict[str, AgentProfile]
     agent_states: AgentStates
+    router: MessageRouter
+    sub_agents: SubAgentManager
+    commands: BackgroundCommandManager
     event_log: EventLog
     transport: Transport
     spawn: Callable[..., Any]
-    profiles: dict[str, AgentProfile] = field(default_factory=lambda: {DEFAULT_MASTER.name: DEFAULT_MASTER})
     tasks: TaskManager | None = None
+    services: AgentServices | None = None
+
+    @property
+    def master(self) -> AgentProfile:
+        return master_profile(self.profiles)
 
     def workspace(self, conversation_id: str) -> Path:
         path = self.settings.workspaces_dir / conversation_id
@@ -39,4 +51,4 @@ class Runtime:
         return path
 
     def profile(self, role: str) -> AgentProfile:
-        return self.profiles.get(role) or self.profiles[DEFAULT_MASTER.name]
+        return self.profiles.get(role) or self.master

@@ -10,6 +10,7 @@ from typing import Any
 from flask import request
 from flask_socketio import SocketIO, join_room
 
+from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import tasks as task_store
 from server.auth import Authenticator, bearer_token
@@ -62,7 +63,8 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
             raise ApiError(400, "invalid_json", "expected an object with `conversation_id`")
         cid = owned(data.get("conversation_id"), user_id())
         join_room(cid)
-        return {"success": True, "conversation_id": cid, "main_task_id": rt.tasks.active_task_id(cid)}
+        master = agent_store.get_master(rt.db, cid)
+        return {"success": True, "conversation_id": cid, "main_task_id": rt.tasks.active_task_of_agent(master.id)}
 
     @socketio.on("send_message")
     @acked

@@ -52,7 +52,12 @@ class HangStep:
     seconds: float
 
 
-Step = TextStep | ToolCallsStep | ErrorStep | HangStep
+@dataclass(frozen=True)
+class DynamicStep:
+    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep]
+
+
+Step = TextStep | ToolCallsStep | ErrorStep | HangStep | DynamicStep
 Match = Callable[[dict], bool]
 
 
@@ -92,6 +97,11 @@ def error(status: int, message: str = "scripted error", *, retry_after: float | 
 def hang(seconds: float) -> HangStep:
     """Accept the request, send nothing for `seconds`, then drop the connection."""
     return HangStep(seconds)
+
+
+def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
+    """Build the reply from the request body when it arrives (e.g. to answer a question id it carries)."""
+    return DynamicStep(build)
 
 
 def _text_of(message: dict) -> str:
@@ -238,6 +248,8 @@ class ScriptedLLMServer:
                         step = candidate
                         del self._queue[i]
                         break
+            if isinstance(step, DynamicStep):
+                step = step.build(body)
             ids = [f"call_{next(self._call_ids)}" for _ in step.calls] if isinstance(step, ToolCallsStep) else []
             record = RecordedRequest(body, headers, time.monotonic(), step, ids)
             self._requests.append(record)

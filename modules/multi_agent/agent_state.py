@@ -45,10 +45,12 @@ class AgentStates:
     def subscribe(self, listener: Callable[[StateChange], None]) -> None:
         self._listeners.append(listener)
 
-    def transition(self, agent_id: str, to_state: str, *, force: bool = False) -> StateChange | None:
+    def transition(self, agent_id: str, to_state: str, *, force: bool = False,
+                   notify: bool = True) -> StateChange | None:
         """Apply `to_state` if allowed from the current state; None when not allowed or lost a race.
 
-        `force` skips the allowed-transition check (start-up recovery only).
+        `force` skips the allowed-transition check (start-up recovery only); with
+        `notify=False` the caller announces the change itself once it can say where.
         """
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
@@ -68,7 +70,8 @@ class AgentStates:
                 ).rowcount == 1
             if won:
                 change = StateChange(agent.id, agent.conversation_id, agent.display_name, agent.state, to_state)
-                for listener in self._listeners:
-                    listener(change)
+                if notify:
+                    for listener in self._listeners:
+                        listener(change)
                 return change
         return None

@@ -8,15 +8,14 @@ from modules.storage.db import Database
 from modules.storage.models import Agent, Conversation
 from modules.storage.records import new_id, now
 
-MASTER_NAME = "MasterAgent"
 
-
-def create_conversation(db: Database, user_id: int, title: str) -> tuple[Conversation, Agent]:
+def create_conversation(db: Database, user_id: int, title: str,
+                        master_name: str = "MasterAgent") -> tuple[Conversation, Agent]:
     """A conversation is born with its master agent, idle."""
     ts = now()
     conv = Conversation(id=new_id(), user_id=user_id, title=title, created_at=ts, updated_at=ts)
     master = Agent(
-        id=new_id(), conversation_id=conv.id, display_name=MASTER_NAME, role=MASTER_NAME,
+        id=new_id(), conversation_id=conv.id, display_name=master_name, role=master_name,
         kind="master", parent_id=None, state="idle", version=0, created_at=ts, updated_at=ts,
     )
     with db.write() as s:

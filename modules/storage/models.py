@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Double, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Double, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -51,6 +51,8 @@ class Agent(Base):
     parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     state: Mapped[str] = mapped_column(String(16))
     version: Mapped[int] = mapped_column(Integer, default=0)
+    task: Mapped[str | None] = mapped_column(LongText, nullable=True)
+    terminated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[float] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double)
 
@@ -85,6 +87,7 @@ class Task(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)
     trigger_message_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
@@ -122,3 +125,43 @@ class ClientRequest(Base):
     client_message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Double)
+
+
+class PendingMessageRow(Base):
+    """One entry of an agent's durable queue; `seq` is the global arrival order."""
+
+    __tablename__ = "pending_messages"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"))
+    target_agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    source_agent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    source_display_name: Mapped[str] = mapped_column(String(128))
+    type: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(LongText)
+    question_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    consumed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[float] = mapped_column(Double)
+    consumed_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+
+
+class BackgroundCommand(Base):
+    __tablename__ = "background_commands"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    command: Mapped[str] = mapped_column(LongText)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output_tail: Mapped[str | None] = mapped_column(LongText, nullable=True)
+    output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    timeout_s: Mapped[float] = mapped_column(Double)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    log_path: Mapped[str] = mapped_column(String(512))
+    error: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    created_at: Mapped[float] = mapped_column(Double)
+    finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)

@@ -48,6 +48,12 @@ def list_tasks_with_status(db: Database, statuses: tuple[str, ...]) -> list[Task
 def set_task_status(db: Database, task_id: str, status: str, *, error: dict[str, Any] | None = None,
                     expected: tuple[str, ...] | None = None) -> bool:
     """Compare-and-set the status; False when the task was not in an `expected` status."""
+    with db.write() as s:
+        return set_task_status_in(s, task_id, status, error=error, expected=expected)
+
+
+def set_task_status_in(session: Session, task_id: str, status: str, *, error: dict[str, Any] | None = None,
+                       expected: tuple[str, ...] | None = None) -> bool:
     values: dict[str, Any] = {"status": status}
     if status == "running":
         values["started_at"] = now()
@@ -58,8 +64,7 @@ def set_task_status(db: Database, task_id: str, status: str, *, error: dict[str,
     query = update(Task).where(Task.id == task_id)
     if expected:
         query = query.where(Task.status.in_(expected))
-    with db.write() as s:
-        return s.execute(query.values(**values)).rowcount == 1
+    return session.execute(query.values(**values)).rowcount == 1
 
 
 def next_event_idx(db: Database, task_id: str) -> int:

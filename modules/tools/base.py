@@ -10,9 +10,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modules.config import Settings
+
+if TYPE_CHECKING:
+    from modules.agents.services import AgentServices
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,14 @@ class ToolContext:
     workspace: Path
     settings: Settings
     should_stop: Callable[[], bool] = field(default=lambda: False)
+    task_id: str = ""
+    services: AgentServices | None = None
+    emit: Callable[[str, dict[str, Any]], Any] = field(default=lambda event_type, data: None)
+
+    def require_services(self) -> AgentServices:
+        if self.services is None:
+            raise RuntimeError("this tool needs the agent services")
+        return self.services
 
 
 class ToolArgumentError(ValueError):

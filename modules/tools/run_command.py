@@ -22,6 +22,13 @@ def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if timeout is not None and timeout <= 0:
         return {"success": False, "error": "timeout must be a positive number of seconds"}
     timeout_s = min(float(timeout), limit) if timeout is not None else limit
+    if args.get("run_in_background"):
+        svc = ctx.require_services()
+        command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, command,
+                                        ctx.workspace, timeout_s)
+        return {"success": True, "command_id": command_id, "status": "running", "command": command,
+                "note": "Runs in the background. You will receive a notice with its exit code and output when "
+                        "it finishes; do not claim it is done before that notice arrives."}
     log_path = ctx.settings.data_dir / "command_logs" / f"{uuid.uuid4()}.log"
     outcome = run_shell(
         command, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
@@ -54,6 +61,8 @@ RUN_COMMAND = ToolSpec(
         "properties": {
             "command": {"type": "string", "description": "The shell command line."},
             "timeout": {"type": "number", "description": "Seconds before the command is killed."},
+            "run_in_background": {"type": "boolean",
+                                  "description": "Return at once with a command_id; a notice follows on completion."},
         },
         "required": ["command"],
     },

@@ -51,7 +51,8 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_shell(command: str, *, cwd: Path, log_path: Path, timeout_s: float, tail_chars: int,
-              should_stop: Callable[[], bool] = lambda: False) -> CommandOutcome:
+              should_stop: Callable[[], bool] = lambda: False,
+              on_start: Callable[[int], None] | None = None) -> CommandOutcome:
     cwd.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -60,6 +61,8 @@ def run_shell(command: str, *, cwd: Path, log_path: Path, timeout_s: float, tail
             ["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
+    if on_start is not None:
+        on_start(proc.pid)
     timed_out = stopped = False
     while proc.poll() is None:
         if time.monotonic() - started > timeout_s:

@@ -7,6 +7,7 @@ from flask import Blueprint, jsonify, request
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
+from modules.storage import pending_messages as queue
 from server.api.context import current_user_id, json_body, owned_conversation, runtime
 from server.api.serializers import agent_json, conversation_json, message_json
 from server.chat_service import DEFAULT_TITLE
@@ -24,7 +25,9 @@ def create_conversation():
     title = payload.get("title", DEFAULT_TITLE)
     if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
         raise ApiError(400, "invalid_title", f"`title` must be a string of at most {MAX_TITLE_CHARS} characters")
-    conv, master = conversation_store.create_conversation(runtime().db, user_id, title.strip() or DEFAULT_TITLE)
+    rt = runtime()
+    conv, master = conversation_store.create_conversation(rt.db, user_id, title.strip() or DEFAULT_TITLE,
+                                                          rt.master.name)
     return jsonify({"success": True, **conversation_json(conv), "agents": [agent_json(master)]}), 201
 
 
@@ -37,8 +40,7 @@ def list_conversations():
 @bp.get("/<cid>")
 def get_conversation(cid: str):
     conv = owned_conversation(cid, current_user_id())
-    agents = agent_store.list_agents(runtime().db, conv.id)
-    return jsonify({"success": True, **conversation_json(conv), "agents": [agent_json(a) for a in agents]})
+    return jsonify({"success": True, **conversation_json(conv), "agents": _agents_json(conv.id)})
 
 
 @bp.get("/<cid>/messages")
@@ -54,18 +56,26 @@ def list_messages(cid: str):
                     "data": [message_json(m) for m in msgs]})
 
 
+def _agents_json(conversation_id: str) -> list[dict]:
+    db = runtime().db
+    counts = queue.queued_counts(db, conversation_id)
+    return [agent_json(a, counts.get(a.id, 0)) for a in agent_store.list_agents(db, conversation_id)]
+
+
 @bp.get("/<cid>/agents")
 def list_agents(cid: str):
     conv = owned_conversation(cid, current_user_id())
-    agents = agent_store.list_agents(runtime().db, conv.id)
-    return jsonify({"success": True, "data": [agent_json(a) for a in agents]})
+    return jsonify({"success": True, "data": _agents_json(conv.id)})
 
 
 @bp.get("/<cid>/running-status")
 def running_status(cid: str):
     conv = owned_conversation(cid, current_user_id())
-    task_id = runtime().tasks.active_task_id(conv.id)
+    rt = runtime()
+    master = agent_store.get_master(rt.db, conv.id)
+    task_id = rt.tasks.active_task_of_agent(master.id)
+    pending = [n for n in queue.list_queued(rt.db, master.id) if n.type == "notice"]
     return jsonify({
         "success": True, "is_main_running": task_id is not None, "main_task_id": task_id,
-        "has_running_sub_agents": False, "has_running_background_commands": False, "pending_notices": 0,
+        **rt.tasks.background_flags(conv.id), "pending_notices": len(pending),
     })

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from modules.storage.models import Agent, Conversation, Message, Task, TaskEvent
+from modules.storage.models import Agent, BackgroundCommand, Conversation, Message, Task, TaskEvent
 
 
 def iso(ts: float | None) -> str | None:
@@ -36,3 +36,17 @@ def task_json(task: Task) -> dict[str, Any]:
 
 def event_json(event: TaskEvent) -> dict[str, Any]:
     return {"idx": event.idx, "type": event.type, "data": event.data, "ts": event.ts}
+
+
+def sub_agent_json(agent: Agent, last_task: Task | None) -> dict[str, Any]:
+    return {**agent_json(agent), "task": agent.task, "terminated": agent.terminated,
+            "created_at": iso(agent.created_at),
+            "status": "terminated" if agent.terminated else (last_task.status if last_task else "pending"),
+            "last_task_id": last_task.id if last_task else None}
+
+
+def command_json(cmd: BackgroundCommand, output_tail: str) -> dict[str, Any]:
+    return {"command_id": cmd.id, "conversation_id": cmd.conversation_id, "agent_id": cmd.agent_id,
+            "command": cmd.command, "status": cmd.status, "exit_code": cmd.exit_code, "output_tail": output_tail,
+            "output_truncated": cmd.output_truncated, "error": cmd.error, "created_at": iso(cmd.created_at),
+            "finished_at": iso(cmd.finished_at)}

@@ -1,19 +1,30 @@
-"""Task records in motion: creating a chat task, running it, stopping it, recovering after a crash."""
+"""Task records in motion: starting an agent's turn from its queue, running it, ending it, recovery.
+
+A task is one turn of one agent. Turns start in one place, `wake`: a
+compare-and-set claims the idle agent, then one transaction drains the
+agent's whole queue into its history and creates the task. The first N-1
+drained messages are preceding notices (`starts_work: false`), the last is
+the trigger; the task's event log begins with all N, in order.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Any
 
+from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
+from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
-from modules.storage.messages import MessageDraft
-from modules.storage.models import Message, Task
-from server.chat_flow_task_main import handle_task_with_sender
+from modules.storage.models import Agent, Message, Task
+from modules.sub_agent.manager import TurnResult
+from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
 from server.chat_flow_task_support import close_open_tool_calls, emit_user_message
 from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
@@ -25,12 +36,8 @@ STOP_REASON = "cancelled: the user stopped the task"
 RESTART_REASON = "interrupted: the server restarted while this call was open"
 
 
-class TaskConflict(Exception):
-    """The conversation already has a chat task in progress."""
-
-    def __init__(self, task_id: str):
-        super().__init__(f"task {task_id} is still running in this conversation")
-        self.task_id = task_id
+class _NothingQueued(Exception):
+    """Another drainer emptied the queue between the check and the claim."""
 
 
 @dataclass
@@ -38,56 +45,101 @@ class RunningTask:
     task: Task
     turn: ChatTurn
     sender: TaskEventSender
+    kind: str
+    parent_id: str | None
+    message_ids: list[str]
+    claim: StateChange
+    started: float = field(default_factory=time.monotonic)
+
+
+class _TurnWaiter:
+    """The next turn of one agent, awaited by a blocking create_sub_agent."""
+
+    def __init__(self, manager: TaskManager, agent_id: str):
+        self._manager = manager
+        self.agent_id = agent_id
+        self.event = threading.Event()
+        self.result: TurnResult | None = None
+
+    def wait(self, timeout_s: float, should_stop) -> TurnResult | None:
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not self.event.is_set() and not should_stop():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.event.wait(min(0.1, remaining))
+            return self.result
+        finally:
+            self._manager._drop_turn_waiter(self)
 
 
 class TaskManager:
     def __init__(self, rt: Runtime):
         self._rt = rt
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._running: dict[str, RunningTask] = {}
-        self._by_conversation: dict[str, str] = {}
+        self._by_agent: dict[str, str] = {}
+        self._turn_waiters: dict[str, _TurnWaiter] = {}
         self._idle = threading.Condition(self._lock)
         rt.agent_states.subscribe(self._emit_state_change)
+        rt.router.wake = self.wake
+        rt.router.active_task_of = self.active_task_of_agent
 
     # -- queries ---------------------------------------------------------
-    def active_task_id(self, conversation_id: str) -> str | None:
+    def active_task_of_agent(self, agent_id: str) -> str | None:
         with self._lock:
-            return self._by_conversation.get(conversation_id)
+            return self._by_agent.get(agent_id)
 
     def is_running_here(self, task_id: str) -> bool:
         with self._lock:
             return task_id in self._running
 
-    # -- creation --------------------------------------------------------
-    def create_chat_task(self, *, conversation_id: str, agent_id: str, trigger: MessageDraft,
-                         task_type: str = "chat") -> Task:
-        """Persist the trigger message and a pending task together, then start the task.
+    def wait_idle(self, timeout: float) -> bool:
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._running, timeout)
 
-        One chat task per conversation: a second one raises TaskConflict.
-        """
+    # -- starting a turn ---------------------------------------------------
+    def wake(self, agent_id: str) -> str | None:
+        """Start a turn for an idle/completed agent that has queued messages; its task id, or None
+        when the agent is busy, has nothing queued, or another caller won the claim."""
         rt = self._rt
         agent = agent_store.get_agent(rt.db, agent_id)
-        if agent is None:
-            raise ValueError(f"unknown agent {agent_id}")
-        with self._lock:
-            existing = self._by_conversation.get(conversation_id)
-            if existing is None:
-                stale = task_store.list_tasks(rt.db, conversation_id, active_only=True)
-                existing = stale[0].id if stale else None
-            if existing is not None:
-                raise TaskConflict(existing)
+        if agent is None or agent.terminated or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
+            return None
+        if not rt.router.has_queued(agent_id):
+            return None
+        claim = rt.agent_states.transition(agent_id, agent_state.RUNNING, notify=False)
+        if claim is None:
+            return None
+        try:
             with rt.db.write() as s:
-                message_store.append_in(s, conversation_id, agent_id, [trigger])
-                task = task_store.create_task_in(s, conversation_id=conversation_id, agent_id=agent_id,
-                                                 task_type=task_type, trigger_message_id=trigger.message_id)
-            turn = ChatTurn(task_id=task.id, conversation_id=conversation_id, agent_id=agent_id,
-                            display_name=agent.display_name, profile=rt.profile(agent.role))
-            sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
-                                     conversation_id=conversation_id, agent_id=agent_id)
-            self._running[task.id] = RunningTask(task, turn, sender)
-            self._by_conversation[conversation_id] = task.id
+                task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
+                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent")
+                drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
+                                                        last_starts_work=True)
+                if not drained:
+                    raise _NothingQueued
+                task.trigger_message_id = drained[-1].message_id
+                task.meta = {"message_ids": [m.message_id for m in drained]}
+        except BaseException as exc:
+            rt.agent_states.transition(agent_id, claim.previous, notify=False)
+            if isinstance(exc, _NothingQueued):
+                return None
+            raise
+        self._register(task, agent, [m.message_id for m in drained], claim)
         rt.spawn(self._run_chat_task, task.id)
-        return task
+        return task.id
+
+    def _register(self, task: Task, agent: Agent, message_ids: list[str], claim: StateChange) -> None:
+        rt = self._rt
+        turn = ChatTurn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
+                        display_name=agent.display_name, profile=rt.profile(agent.role))
+        sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
+                                 conversation_id=agent.conversation_id, agent_id=agent.id)
+        with self._lock:
+            self._running[task.id] = RunningTask(task, turn, sender, agent.kind, agent.parent_id, message_ids, claim)
+            self._by_agent[agent.id] = task.id
 
     # -- running ---------------------------------------------------------
     def _run_chat_task(self, task_id: str) -> None:
@@ -96,62 +148,112 @@ class TaskManager:
         rt, turn, sender = self._rt, running.turn, running.sender
         outcome = TurnOutcome(FAILED, {"code": "internal_error", "message": "the task ended unexpectedly"})
         try:
-            trigger = self._trigger_message(running.task)
-            if trigger is not None:
-                emit_user_message(sender, trigger)
+            for msg in self._messages(turn.agent_id, running.message_ids):
+                emit_user_message(sender, msg)
+            self._emit_state_change(running.claim)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
             else:
                 task_store.set_task_status(rt.db, task_id, "running", expected=("pending",))
-                rt.agent_states.transition(turn.agent_id, agent_state.RUNNING)
                 outcome = handle_task_with_sender(rt, turn, sender)
         except Exception:
             log.exception("task %s crashed", task_id)
         finally:
             self._finish(running, outcome)
 
-    def _trigger_message(self, task: Task) -> Message | None:
-        if not task.trigger_message_id:
-            return None
-        for msg in reversed(message_store.list_messages(self._rt.db, task.agent_id)):
-            if msg.message_id == task.trigger_message_id:
-                return msg
-        return None
+    def _messages(self, agent_id: str, message_ids: list[str]) -> list[Message]:
+        wanted = set(message_ids)
+        return [m for m in message_store.list_messages(self._rt.db, agent_id) if m.message_id in wanted]
 
     def _finish(self, running: RunningTask, outcome: TurnOutcome) -> None:
-        """Close open calls, settle the agent's state, emit the last event, then the final status.
+        """Close open calls, settle the agent, emit the last event, then write the final status
+        (with the parent's completion notice in the same transaction), then the end-of-turn check.
 
         The status is written after the last event, so a poller that sees a final
         status has already been able to read every event.
         """
         rt, turn, sender = self._rt, running.turn, running.sender
+        notice = None
         try:
             reason = STOP_REASON if outcome.status == STOPPED else "failed: the task ended before this call ran"
             close_open_tool_calls(rt, turn.conversation_id, turn.agent_id, reason)
             next_state = agent_state.COMPLETED if outcome.status == SUCCEEDED else agent_state.IDLE
             rt.agent_states.transition(turn.agent_id, next_state)
-            flags = {"has_running_sub_agents": False, "has_running_background_commands": False}
+            flags = self.background_flags(turn.conversation_id)
+            if running.kind == MASTER_KIND:
+                self._emit_sub_agent_waiting(turn.conversation_id, sender)
             if outcome.status == SUCCEEDED:
                 sender.emit("task_complete", flags)
             elif outcome.status == STOPPED:
                 sender.emit("task_stopped", flags)
             else:
                 sender.emit("error", {**(outcome.error or {}), **flags})
+            notice = self._report_to_parent(running, outcome)
         except Exception:
             log.exception("could not finish task %s cleanly", turn.task_id)
         finally:
-            task_store.set_task_status(rt.db, turn.task_id, outcome.status, error=outcome.error)
+            with rt.db.write() as s:
+                task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error)
+                if notice is not None:
+                    rt.router.enqueue_in(s, notice)
             with self._lock:
                 self._running.pop(turn.task_id, None)
-                if self._by_conversation.get(turn.conversation_id) == turn.task_id:
-                    del self._by_conversation[turn.conversation_id]
+                if self._by_agent.get(turn.agent_id) == turn.task_id:
+                    del self._by_agent[turn.agent_id]
                 self._idle.notify_all()
             rt.event_log.forget(turn.task_id)
+        if notice is not None:
+            rt.router.deliver(notice)
+        if outcome.status != STOPPED:
+            run_completion_poll(rt, turn.agent_id)
+
+    def _report_to_parent(self, running: RunningTask, outcome: TurnOutcome):
+        """A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice."""
+        if running.kind == MASTER_KIND or running.parent_id is None or outcome.status == STOPPED:
+            return None
+        rt, turn = self._rt, running.turn
+        final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
+                      if m.role == "assistant" and m.content and (m.meta or {}).get("task_id") == turn.task_id), "")
+        result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
+                            error=(outcome.error or {}).get("message"),
+                            duration_s=time.monotonic() - running.started)
+        with self._lock:
+            waiter = self._turn_waiters.pop(turn.agent_id, None)
+        if waiter is not None:
+            waiter.result = result
+            waiter.event.set()
+            return None
+        agent = agent_store.get_agent(rt.db, turn.agent_id)
+        return rt.sub_agents.completion_notice(agent, result)
+
+    def expect_turn(self, agent_id: str) -> _TurnWaiter:
+        waiter = _TurnWaiter(self, agent_id)
+        with self._lock:
+            self._turn_waiters[agent_id] = waiter
+        return waiter
+
+    def _drop_turn_waiter(self, waiter: _TurnWaiter) -> None:
+        with self._lock:
+            if self._turn_waiters.get(waiter.agent_id) is waiter:
+                del self._turn_waiters[waiter.agent_id]
+
+    def background_flags(self, conversation_id: str) -> dict[str, Any]:
+        rt = self._rt
+        return {"has_running_sub_agents": bool(rt.sub_agents.running(conversation_id)),
+                "has_running_background_commands": rt.commands.has_running(conversation_id)}
+
+    def _emit_sub_agent_waiting(self, conversation_id: str, sender: TaskEventSender) -> None:
+        busy = self._rt.sub_agents.running(conversation_id)
+        if busy:
+            sender.emit("sub_agent_waiting", {"count": len(busy), "tasks": [
+                {"agent_id": a.id, "display_name": a.display_name, "summary": (a.task or "")[:200]} for a in busy
+            ]})
 
     def _emit_state_change(self, change: StateChange) -> None:
         """Agent state changes go into the event log of the agent's running task, if any."""
         with self._lock:
-            running = next((r for r in self._running.values() if r.turn.agent_id == change.agent_id), None)
+            task_id = self._by_agent.get(change.agent_id)
+            running = self._running.get(task_id) if task_id else None
         data = {"state": change.state, "previous": change.previous, "display_name": change.display_name,
                 "agent_id": change.agent_id}
         if running is not None:
@@ -174,14 +276,15 @@ class TaskManager:
         # Active in the database but run by no one here: an orphan of a dead process.
         return task_store.set_task_status(self._rt.db, task_id, STOPPED, expected=task_store.ACTIVE_STATUSES)
 
-    def wait_idle(self, timeout: float) -> bool:
-        with self._lock:
-            return self._idle.wait_for(lambda: not self._running, timeout)
+    def stop_agent(self, agent_id: str) -> bool:
+        task_id = self.active_task_of_agent(agent_id)
+        return self.stop(task_id) if task_id else False
 
     # -- recovery --------------------------------------------------------
     def recover_interrupted(self) -> int:
         """After a crash: fail the tasks that were in progress, close their agents' open tool calls,
-        and put the agents back to idle, so every later model request is valid."""
+        put the agents back to idle, report lost background commands, and give every idle agent
+        with queued messages its turn."""
         rt = self._rt
         interrupted = task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)
         for task in interrupted:
@@ -196,4 +299,7 @@ class TaskManager:
         for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
             close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
             rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
+        rt.commands.recover_lost()
+        for agent_id in queue.agents_with_queued(rt.db):
+            self.wake(agent_id)
         return len(interrupted)

@@ -1,0 +1,202 @@
+"""Background shell commands and their completion notices.
+
+A command runs in its own process group with a timeout and an output tail.
+When it ends, its record is marked finished and its completion notice is
+queued to the agent that started it *in the same transaction*: a crash
+between "finished" and "notified" cannot lose the notice. The notice is then
+delivered by the router like any message (inline into a running agent, or a
+new turn for an idle one). A command that was running when the server died
+is reported as lost after the restart, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+
+from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database
+from modules.storage.models import BackgroundCommand
+from modules.storage.records import new_id, now
+from modules.tools.shell import CommandOutcome, read_tail, run_shell
+
+log = logging.getLogger(__name__)
+
+RUNNING = "running"
+FINISHED_STATUSES = ("succeeded", "failed", "timed_out", "cancelled", "lost")
+NOTICE_OUTPUT_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class CommandStart:
+    command_id: str
+    conversation_id: str
+    agent_id: str
+    agent_display_name: str
+    command: str
+    cwd: Path
+    timeout_s: float
+
+
+def _status_of(outcome: CommandOutcome, cancelled: bool) -> str:
+    if cancelled:
+        return "cancelled"
+    if outcome.timed_out:
+        return "timed_out"
+    return "succeeded" if outcome.exit_code == 0 else "failed"
+
+
+def build_command_notice_text(cmd: BackgroundCommand) -> str:
+    duration = (cmd.finished_at or now()) - cmd.created_at
+    head = f"[Background command {cmd.id[:8]} {cmd.status}"
+    if cmd.exit_code is not None and cmd.status != "lost":
+        head += f", exit code {cmd.exit_code}"
+    head += f", {duration:.1f} s] `{cmd.command}`"
+    if cmd.error:
+        head += f"\n{cmd.error}"
+    tail = (cmd.output_tail or "")[-NOTICE_OUTPUT_CHARS:]
+    return f"{head}\nOutput (tail):\n{tail}" if tail.strip() else f"{head}\n(no output)"
+
+
+class BackgroundCommandManager:
+    def __init__(self, db: Database, router: MessageRouter, *, logs_dir: Path, tail_chars: int,
+                 spawn: Callable[..., Any]):
+        self._db = db
+        self._router = router
+        self._logs_dir = logs_dir
+        self._tail_chars = tail_chars
+        self._spawn = spawn
+        self._cancel: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    # -- starting --------------------------------------------------------
+    def start(self, conversation_id: str, agent_id: str, agent_display_name: str, command: str, cwd: Path,
+              timeout_s: float) -> str:
+        """Record the command as running and start it; returns its id at once."""
+        start = CommandStart(new_id(), conversation_id, agent_id, agent_display_name, command, cwd, timeout_s)
+        log_path = self._logs_dir / f"{start.command_id}.log"
+        with self._db.write() as s:
+            s.add(BackgroundCommand(
+                id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
+                status=RUNNING, output_truncated=False, timeout_s=timeout_s, log_path=str(log_path),
+                created_at=now(),
+            ))
+        with self._lock:
+            self._cancel[start.command_id] = threading.Event()
+        self._spawn(self._run, start, log_path)
+        return start.command_id
+
+    def _run(self, start: CommandStart, log_path: Path) -> None:
+        cancel = self._cancel[start.command_id]
+        try:
+            outcome = run_shell(
+                start.command, cwd=start.cwd, log_path=log_path, timeout_s=start.timeout_s,
+                tail_chars=self._tail_chars, should_stop=cancel.is_set,
+                on_start=lambda pid: self._record_pid(start.command_id, pid),
+            )
+            status = _status_of(outcome, cancel.is_set())
+            error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
+            self._finish(start.command_id, status, outcome.exit_code, outcome.output, outcome.truncated, error)
+        except Exception as exc:
+            log.exception("background command %s failed to run", start.command_id)
+            self._finish(start.command_id, "failed", None, "", False, f"could not run: {exc}")
+        finally:
+            with self._lock:
+                self._cancel.pop(start.command_id, None)
+
+    def _record_pid(self, command_id: str, pid: int) -> None:
+        with self._db.write() as s:
+            s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id).values(pid=pid))
+
+    def _finish(self, command_id: str, status: str, exit_code: int | None, output: str, truncated: bool,
+                error: str | None) -> None:
+        """Mark finished and queue the notice in one transaction, then deliver it."""
+        with self._db.write() as s:
+            won = s.execute(
+                update(BackgroundCommand).where(BackgroundCommand.id == command_id,
+                                                BackgroundCommand.status == RUNNING)
+                .values(status=status, exit_code=exit_code, output_tail=output, output_truncated=truncated,
+                        error=error, finished_at=now())
+            ).rowcount == 1
+            if not won:
+                return
+            notice = self._notice(s.get(BackgroundCommand, command_id))
+            self._router.enqueue_in(s, notice)
+        self._router.deliver(notice)
+
+    def _notice(self, cmd: BackgroundCommand) -> PendingMessage:
+        return PendingMessage.new(
+            id=f"cmd-{cmd.id}", conversation_id=cmd.conversation_id, target_agent_id=cmd.agent_id, type="notice",
+            content=build_command_notice_text(cmd), source_display_name="background_command",
+            meta={"source": "background_command", "visibility": "compact", "auto_message_type": "background_command",
+                  "background_command_notice": True, "command_id": cmd.id, "status": cmd.status,
+                  "finished_at": cmd.finished_at},
+        )
+
+    # -- control and queries ----------------------------------------------
+    def cancel(self, command_id: str) -> bool:
+        with self._lock:
+            flag = self._cancel.get(command_id)
+        if flag is None:
+            return False
+        flag.set()
+        return True
+
+    def get(self, command_id: str) -> BackgroundCommand | None:
+        with self._db.read() as s:
+            return s.get(BackgroundCommand, command_id)
+
+    def list(self, conversation_id: str) -> list[BackgroundCommand]:
+        with self._db.read() as s:
+            return list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.conversation_id == conversation_id)
+                                  .order_by(BackgroundCommand.created_at)))
+
+    def output_tail(self, cmd: BackgroundCommand) -> str:
+        if cmd.status == RUNNING:
+            return read_tail(Path(cmd.log_path), self._tail_chars)[0]
+        return cmd.output_tail or ""
+
+    def poll_updates(self, conversation_id: str) -> list[BackgroundCommand]:
+        """Finished commands whose notice is not delivered yet, in finish order."""
+        ids = [(n.meta or {}).get("command_id") for n in queue.queued_notices(self._db, conversation_id,
+                                                                               "background_command")]
+        with self._db.read() as s:
+            rows = {c.id: c for c in s.scalars(select(BackgroundCommand).where(BackgroundCommand.id.in_(ids)))}
+        return [rows[i] for i in ids if i in rows]
+
+    def has_running(self, conversation_id: str, agent_id: str | None = None) -> bool:
+        query = select(BackgroundCommand.id).where(BackgroundCommand.conversation_id == conversation_id,
+                                                   BackgroundCommand.status == RUNNING)
+        if agent_id is not None:
+            query = query.where(BackgroundCommand.agent_id == agent_id)
+        with self._db.read() as s:
+            return s.scalars(query.limit(1)).first() is not None
+
+    def has_pending_for_conversation(self, conversation_id: str) -> bool:
+        """Running, or finished and not yet notified."""
+        return self.has_running(conversation_id) or bool(self.poll_updates(conversation_id))
+
+    # -- recovery --------------------------------------------------------
+    def recover_lost(self) -> int:
+        """Commands that were running when the last process died: kill what is left, report them lost."""
+        with self._db.read() as s:
+            orphans = list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.status == RUNNING)))
+        for cmd in orphans:
+            if cmd.pid:
+                try:
+                    os.killpg(cmd.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
+            self._finish(cmd.id, "lost", None, output, truncated,
+                         "the server restarted while this command was running; its result is lost")
+        return len(orphans)

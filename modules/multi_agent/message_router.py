@@ -1,0 +1,288 @@
+"""Receiver-decided message routing over durable per-agent queues (DESIGN.md §4).
+
+Every message to an agent (a user's message, a task, a question, an answer, a
+completion notice) is first committed to the receiver's queue. Then the
+receiver's state decides what happens:
+
+- `waiting`, and the message answers its blocked ask -> the ask's tool call
+  returns it (`resolved`);
+- `running` (or waiting for something else) -> it stays queued and is drained
+  before the agent's next model call (`injected_inline`); if the turn ends
+  without another model call, the end-of-turn check starts a new turn;
+- `idle` / `completed` -> one new turn starts that drains the whole queue
+  (`triggered_new_turn`).
+
+"Turn ends" and "message arrives" both write first and read second (state
+then queue; queue then state), so at least one of them sees the other and
+the message is never stranded; starting a turn is a compare-and-set on the
+agent's state, so two of them never start two turns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from modules.multi_agent import agent_state
+from modules.storage import agents as agent_store
+from modules.storage import messages as message_store
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database
+from modules.storage.messages import MessageDraft
+from modules.storage.models import Message, PendingMessageRow
+from modules.storage.records import new_id, now
+
+RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
+MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
+
+
+class RouteError(ValueError):
+    """The message cannot be delivered (unknown or terminated receiver)."""
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    id: str
+    conversation_id: str
+    source_display_name: str
+    source_agent_id: str | None
+    target_agent_id: str
+    type: str
+    content: str
+    question_id: str | None = None
+    created_at: float = field(default_factory=now)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, *, conversation_id: str, target_agent_id: str, type: str, content: str,
+            source_display_name: str, source_agent_id: str | None = None, question_id: str | None = None,
+            meta: dict[str, Any] | None = None, id: str | None = None) -> PendingMessage:
+        if type not in MESSAGE_TYPES:
+            raise ValueError(f"unknown message type {type!r}")
+        return cls(id=id or new_id(), conversation_id=conversation_id, source_display_name=source_display_name,
+                   source_agent_id=source_agent_id, target_agent_id=target_agent_id, type=type, content=content,
+                   question_id=question_id, meta=dict(meta or {}))
+
+    @classmethod
+    def from_row(cls, row: PendingMessageRow) -> PendingMessage:
+        return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
+                   source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
+                   content=row.content, question_id=row.question_id, created_at=row.created_at,
+                   meta=dict(row.meta or {}))
+
+    def to_row(self) -> PendingMessageRow:
+        return PendingMessageRow(
+            id=self.id, conversation_id=self.conversation_id, target_agent_id=self.target_agent_id,
+            source_agent_id=self.source_agent_id, source_display_name=self.source_display_name, type=self.type,
+            content=self.content, question_id=self.question_id, meta=self.meta, created_at=self.created_at,
+        )
+
+    @property
+    def source(self) -> str:
+        """The `user_message` source: user, sub_agent, background_command, agent_message or guidance."""
+        return self.meta.get("source", "agent_message")
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    delivery: str
+    task_id: str | None = None
+
+
+def history_text(msg: PendingMessage) -> str:
+    """How a queued message reads in its receiver's history: who sent it, and the id to answer with."""
+    if msg.source in ("user", "sub_agent", "background_command") or msg.type == "task":
+        return msg.content
+    if msg.type == "ask":
+        return (f"[Question {msg.question_id} from {msg.source_display_name}] {msg.content}\n"
+                f"(Reply with your answer tool, question_id={msg.question_id}.)")
+    if msg.type == "answer":
+        return f"[Answer to {msg.question_id} from {msg.source_display_name}] {msg.content}"
+    return f"[Message from {msg.source_display_name}] {msg.content}"
+
+
+def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
+    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility")}
+    meta.update(source=msg.source, visibility=msg.meta.get("visibility", "chat"), starts_work=starts_work,
+                message_type=msg.type, from_agent=msg.source_display_name)
+    if msg.question_id:
+        meta["question_id"] = msg.question_id
+    return MessageDraft(role="user", content=history_text(msg), meta=meta, message_id=msg.id)
+
+
+@dataclass
+class AskWaiter:
+    """A blocked ask of one agent; resolved by the matching answer, or any message from the agent asked."""
+
+    agent_id: str
+    question_id: str
+    asked_agent_id: str | None
+    from_user: bool = False
+    event: threading.Event = field(default_factory=threading.Event)
+    answer: PendingMessage | None = None
+
+    def matches(self, msg: PendingMessage) -> bool:
+        if msg.type == "answer" and msg.question_id == self.question_id:
+            return True
+        if self.from_user:
+            return msg.source == "user"
+        return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id
+
+
+class MessageRouter:
+    """`settle_s`: completion notices to an idle agent wait until no other notice arrived for this
+    long (at most `max_settle_s`), so a wave of completions costs one turn, not one each."""
+
+    def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
+                 max_settle_s: float = 0.5):
+        self._db = db
+        self._spawn = spawn
+        self._settle_s = settle_s
+        self._max_settle_s = max_settle_s
+        self._last_notice: dict[str, float] = {}
+        self._waiters: dict[str, AskWaiter] = {}
+        self._lock = threading.Lock()
+        # Wired by the server: start a turn for an idle agent with queued messages (returns its task id),
+        # and the id of an agent's task in progress.
+        self.wake: Callable[[str], str | None] = lambda agent_id: None
+        self.active_task_of: Callable[[str], str | None] = lambda agent_id: None
+        self._listeners: list[Callable[[PendingMessage], None]] = []
+
+    def subscribe(self, listener: Callable[[PendingMessage], None]) -> None:
+        """Hear every enqueued message (e.g. to refresh queue sizes in the UI)."""
+        self._listeners.append(listener)
+
+    # -- sending ---------------------------------------------------------
+    def route_message(self, target_agent_id: str, message: PendingMessage) -> RouteResult:
+        """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
+        if message.target_agent_id != target_agent_id:
+            raise ValueError("message target does not match")
+        agent = agent_store.get_agent(self._db, target_agent_id)
+        if agent is None:
+            raise RouteError(f"no agent {target_agent_id}")
+        if agent.terminated:
+            raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
+        with self._db.write() as s:
+            fresh = self.enqueue_in(s, message)
+        if not fresh:
+            return RouteResult(INJECTED_INLINE, self.active_task_of(target_agent_id))
+        return self.deliver(message)
+
+    def enqueue_in(self, session: Session, message: PendingMessage) -> bool:
+        """Enqueue inside the caller's transaction (a completion is queued with its finish mark).
+        Call `deliver` after the commit."""
+        return queue.enqueue_in(session, message.to_row())
+
+    def deliver(self, message: PendingMessage) -> RouteResult:
+        """The receiver-decided step for a message already committed to its queue."""
+        for listener in self._listeners:
+            listener(message)
+        target = message.target_agent_id
+        with self._lock:
+            waiter = self._waiters.get(target)
+        if waiter is not None and waiter.matches(message) and self._resolve(waiter, message):
+            return RouteResult(RESOLVED, self.active_task_of(target))
+        agent = agent_store.get_agent(self._db, target)
+        if agent is not None and agent.state in (agent_state.IDLE, agent_state.COMPLETED):
+            if message.type == "notice" and self._settle_s > 0 and self._spawn is not None:
+                self._wake_when_settled(target)
+                return RouteResult(TRIGGERED_NEW_TURN)
+            task_id = self.wake(target)
+            if task_id is not None:
+                return RouteResult(TRIGGERED_NEW_TURN, task_id)
+        return RouteResult(INJECTED_INLINE, self.active_task_of(target))
+
+    def _wake_when_settled(self, agent_id: str) -> None:
+        with self._lock:
+            first = agent_id not in self._last_notice
+            self._last_notice[agent_id] = time.monotonic()
+        if first:
+            self._spawn(self._settle_then_wake, agent_id)
+
+    def _settle_then_wake(self, agent_id: str) -> None:
+        deadline = time.monotonic() + self._max_settle_s
+        while True:
+            with self._lock:
+                quiet_at = self._last_notice[agent_id] + self._settle_s
+            current = time.monotonic()
+            if current >= quiet_at or current >= deadline:
+                break
+            time.sleep(min(quiet_at, deadline) - current)
+        with self._lock:
+            del self._last_notice[agent_id]
+        self.wake(agent_id)
+
+    # -- draining --------------------------------------------------------
+    def drain_to_history_in(self, session: Session, agent_id: str, conversation_id: str, consumed_by: str,
+                            *, last_starts_work: bool) -> list[Message]:
+        """Move the whole queue into the agent's history inside the caller's transaction.
+
+        With `last_starts_work`, the last message is the one that starts a turn and the
+        ones before it are marked `starts_work: false` (the notification pool's N-1 + 1).
+        """
+        rows = queue.drain_in(session, agent_id, consumed_by)
+        drafts = [
+            history_draft(PendingMessage.from_row(row), starts_work=last_starts_work and i == len(rows) - 1)
+            for i, row in enumerate(rows)
+        ]
+        return message_store.append_in(session, conversation_id, agent_id, drafts) if drafts else []
+
+    def consume_pending_messages(self, agent_id: str, conversation_id: str, consumed_by: str) -> list[Message]:
+        """Drain the queue into the history in one transaction: each message is consumed exactly once."""
+        with self._db.write() as s:
+            return self.drain_to_history_in(s, agent_id, conversation_id, consumed_by, last_starts_work=False)
+
+    def has_queued(self, agent_id: str) -> bool:
+        return bool(queue.list_queued(self._db, agent_id))
+
+    # -- blocking asks ---------------------------------------------------
+    def begin_ask(self, agent_id: str, question_id: str, asked_agent_id: str | None,
+                  *, from_user: bool = False) -> AskWaiter:
+        """Register the waiter before the question is sent, so no answer can slip past it."""
+        waiter = AskWaiter(agent_id, question_id, asked_agent_id, from_user)
+        with self._lock:
+            self._waiters[agent_id] = waiter
+        return waiter
+
+    def wait_for_answer(self, waiter: AskWaiter, timeout_s: float, should_stop: Callable[[], bool],
+                        poll_s: float = 0.1) -> PendingMessage | None:
+        """Block until the answer arrives (one that came early is taken from the queue), the
+        timeout passes, or the turn is stopped. None on timeout or stop."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            for row in queue.list_queued(self._db, waiter.agent_id):
+                early = PendingMessage.from_row(row)
+                if waiter.matches(early) and self._resolve(waiter, early):
+                    break
+            while not waiter.event.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or should_stop():
+                    break
+                waiter.event.wait(min(poll_s, remaining))
+            return waiter.answer
+        finally:
+            self.end_ask(waiter)
+
+    def end_ask(self, waiter: AskWaiter) -> None:
+        with self._lock:
+            if self._waiters.get(waiter.agent_id) is waiter:
+                del self._waiters[waiter.agent_id]
+
+    def waiting_for_user(self, agent_ids: list[str]) -> AskWaiter | None:
+        with self._lock:
+            return next((w for a in agent_ids if (w := self._waiters.get(a)) and w.from_user), None)
+
+    def _resolve(self, waiter: AskWaiter, message: PendingMessage) -> bool:
+        """Hand the message to the blocked call: taken from the queue by compare-and-set, so once."""
+        with self._db.write() as s:
+            taken = queue.take_in(s, message.id, consumed_by=f"ask:{waiter.question_id}")
+        if taken is None:
+            return False
+        waiter.answer = message
+        waiter.event.set()
+        return True

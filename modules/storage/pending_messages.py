@@ -1,0 +1,114 @@
+"""The durable per-agent queues: enqueue once, drain in arrival order, take one by compare-and-set.
+
+Draining claims rows with a conditional UPDATE tagged by a fresh token and then
+reads back what the token got, so two drainers (green threads or processes)
+can never both consume one message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from modules.storage.db import Database
+from modules.storage.models import PendingMessageRow
+from modules.storage.records import now
+
+QUEUED, CONSUMED = "queued", "consumed"
+
+
+def enqueue_in(session: Session, row: PendingMessageRow) -> bool:
+    """Add the row unless a message with its id exists (a retried send is stored once)."""
+    if session.scalar(select(PendingMessageRow.seq).where(PendingMessageRow.id == row.id)) is not None:
+        return False
+    row.status = QUEUED
+    session.add(row)
+    session.flush()
+    return True
+
+
+def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[PendingMessageRow]:
+    """Consume every queued message of the agent, oldest first."""
+    seqs = list(session.scalars(
+        select(PendingMessageRow.seq).where(PendingMessageRow.target_agent_id == agent_id,
+                                            PendingMessageRow.status == QUEUED)
+        .order_by(PendingMessageRow.seq)
+    ))
+    if not seqs:
+        return []
+    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
+    session.execute(
+        update(PendingMessageRow).where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED)
+        .values(status=CONSUMED, consumed_by=token, consumed_at=now())
+    )
+    return list(session.scalars(
+        select(PendingMessageRow).where(PendingMessageRow.consumed_by == token).order_by(PendingMessageRow.seq)
+    ))
+
+
+def take_in(session: Session, message_id: str, consumed_by: str) -> PendingMessageRow | None:
+    """Consume one queued message; None when it is gone already."""
+    won = session.execute(
+        update(PendingMessageRow).where(PendingMessageRow.id == message_id, PendingMessageRow.status == QUEUED)
+        .values(status=CONSUMED, consumed_by=consumed_by[:64], consumed_at=now())
+    ).rowcount == 1
+    return session.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).one() if won else None
+
+
+def list_queued(db: Database, agent_id: str) -> list[PendingMessageRow]:
+    with db.read() as s:
+        return list(s.scalars(
+            select(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
+                                            PendingMessageRow.status == QUEUED)
+            .order_by(PendingMessageRow.seq)
+        ))
+
+
+def queued_counts(db: Database, conversation_id: str) -> dict[str, int]:
+    with db.read() as s:
+        rows = s.execute(
+            select(PendingMessageRow.target_agent_id, func.count()).where(
+                PendingMessageRow.conversation_id == conversation_id, PendingMessageRow.status == QUEUED,
+            ).group_by(PendingMessageRow.target_agent_id)
+        )
+        return {agent_id: count for agent_id, count in rows}
+
+
+def agents_with_queued(db: Database) -> list[str]:
+    with db.read() as s:
+        return list(s.scalars(
+            select(PendingMessageRow.target_agent_id).where(PendingMessageRow.status == QUEUED).distinct()
+        ))
+
+
+def find_question(db: Database, question_id: str) -> PendingMessageRow | None:
+    """The `ask` that carried a question id (its target is the agent asked, its source the asker)."""
+    with db.read() as s:
+        return s.scalars(
+            select(PendingMessageRow).where(PendingMessageRow.question_id == question_id,
+                                            PendingMessageRow.type == "ask")
+        ).first()
+
+
+def get_message(db: Database, message_id: str) -> PendingMessageRow | None:
+    with db.read() as s:
+        return s.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
+
+
+def queued_notices(db: Database, conversation_id: str, source: str) -> list[PendingMessageRow]:
+    """Completion notices of one source (`sub_agent`, `background_command`) not delivered yet."""
+    with db.read() as s:
+        rows = s.scalars(
+            select(PendingMessageRow).where(PendingMessageRow.conversation_id == conversation_id,
+                                            PendingMessageRow.status == QUEUED,
+                                            PendingMessageRow.type == "notice")
+            .order_by(PendingMessageRow.seq)
+        )
+        return [r for r in rows if (r.meta or {}).get("source") == source]
+
+
+def meta_of(row: PendingMessageRow) -> dict[str, Any]:
+    return dict(row.meta or {})

@@ -1,0 +1,108 @@
+"""Sub-agents: their rows, display names, completion notices and termination.
+
+A sub-agent is an agent row with its own history and queue; its turns run
+like any agent's. Its task reaches it as its first queued message, and each
+turn it finishes on its own is reported to its parent as a completion notice
+through the parent's queue (the notification pool is one consumer of the
+router's queues, not a second mechanism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
+from modules.multi_agent import agent_state
+from modules.multi_agent.message_router import PendingMessage
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database
+from modules.storage.models import Agent
+from modules.storage.records import new_id, now
+
+SUMMARY_CHARS = 3_000
+
+
+class SubAgentError(ValueError):
+    """A sub-agent request that cannot be honoured; the message says why."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How one turn of an agent ended, as its parent learns it."""
+
+    task_id: str
+    status: str
+    final_text: str
+    error: str | None
+    duration_s: float
+
+
+def _build_sub_agent_notice_text(display_name: str, result: TurnResult) -> str:
+    summary = result.final_text.strip() or "(no final answer)"
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[:SUMMARY_CHARS] + "… (truncated)"
+    head = f"[Sub-agent {display_name} {result.status} in {result.duration_s:.1f} s]"
+    if result.error:
+        head += f" Error: {result.error}"
+    return f"{head}\nResult:\n{summary}"
+
+
+class SubAgentManager:
+    def __init__(self, db: Database, profiles: dict[str, AgentProfile]):
+        self._db = db
+        self._profiles = profiles
+
+    def roles(self) -> list[str]:
+        return [p.name for p in self._profiles.values() if p.kind == SUB_AGENT_KIND]
+
+    def create_sub_agent(self, parent: Agent, role: str, task: str) -> Agent:
+        """A new idle sub-agent named `{role}_{n}`, numbered in the order of the calls."""
+        profile = self._profiles.get(role)
+        if profile is None or profile.kind != SUB_AGENT_KIND:
+            raise SubAgentError(f"unknown role {role!r}; available roles: {', '.join(self.roles()) or 'none'}")
+        for _ in range(5):
+            with self._db.read() as s:
+                count = s.scalar(select(func.count()).select_from(Agent).where(
+                    Agent.conversation_id == parent.conversation_id, Agent.role == role))
+            ts = now()
+            agent = Agent(id=new_id(), conversation_id=parent.conversation_id, display_name=f"{role}_{count + 1}",
+                          role=role, kind=SUB_AGENT_KIND, parent_id=parent.id, state=agent_state.IDLE, version=0,
+                          task=task, terminated=False, created_at=ts, updated_at=ts)
+            try:
+                with self._db.write() as s:
+                    s.add(agent)
+                return agent
+            except IntegrityError:
+                continue  # another call took this number; count again
+        raise SubAgentError("could not allocate a display name; try again")
+
+    def completion_notice(self, agent: Agent, result: TurnResult) -> PendingMessage:
+        return PendingMessage.new(
+            id=f"done-{result.task_id}", conversation_id=agent.conversation_id, target_agent_id=agent.parent_id,
+            type="notice", content=_build_sub_agent_notice_text(agent.display_name, result),
+            source_display_name=agent.display_name, source_agent_id=agent.id,
+            meta={"source": "sub_agent", "visibility": "compact", "auto_message_type": "sub_agent",
+                  "sub_agent_notice": True, "sub_agent_id": agent.id, "status": result.status,
+                  "finished_at": now()},
+        )
+
+    def list(self, conversation_id: str) -> list[Agent]:
+        with self._db.read() as s:
+            return list(s.scalars(select(Agent).where(Agent.conversation_id == conversation_id,
+                                                      Agent.kind == SUB_AGENT_KIND).order_by(Agent.created_at)))
+
+    def running(self, conversation_id: str) -> list[Agent]:
+        return [a for a in self.list(conversation_id) if a.state in (agent_state.RUNNING, agent_state.WAITING)]
+
+    def poll_updates(self, conversation_id: str) -> list[PendingMessage]:
+        """Finished sub-agent runs whose notice is not delivered yet, in finish order."""
+        return [PendingMessage.from_row(r) for r in queue.queued_notices(self._db, conversation_id, "sub_agent")]
+
+    def mark_terminated(self, agent_id: str) -> bool:
+        with self._db.write() as s:
+            return s.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == SUB_AGENT_KIND,
+                                                 Agent.terminated.is_(False))
+                             .values(terminated=True, updated_at=now())).rowcount == 1

@@ -1,0 +1,237 @@
+"""Tools through which agents work together (API.md): sub-agents, messages, blocking asks.
+
+Every exchange goes through the router, so the receiver's state decides how a
+message lands; an ask blocks its caller (state `waiting`) until the matching
+answer, a message from the agent asked, the timeout, or a stop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from modules.multi_agent import agent_state
+from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.storage import agents as agent_store
+from modules.storage import pending_messages as queue
+from modules.storage.models import Agent
+from modules.sub_agent.manager import SubAgentError
+from modules.tools.base import ToolContext, ToolSpec
+
+
+def _error(message: str, **extra: Any) -> dict[str, Any]:
+    return {"success": False, "error": message, **extra}
+
+
+def _agent_named(ctx: ToolContext, display_name: str) -> Agent | None:
+    agent = agent_store.find_agent(ctx.require_services().db, ctx.conversation_id, display_name)
+    return agent if agent is not None and agent.display_name == display_name else None
+
+
+def _message(ctx: ToolContext, target: Agent, type_: str, content: str, *, source: str = "agent_message",
+             question_id: str | None = None) -> PendingMessage:
+    return PendingMessage.new(
+        conversation_id=ctx.conversation_id, target_agent_id=target.id, type=type_, content=content,
+        source_display_name=ctx.agent_display_name, source_agent_id=ctx.agent_id, question_id=question_id,
+        meta={"source": source, "visibility": "chat"},
+    )
+
+
+# -- master tools ----------------------------------------------------------
+def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.require_services()
+    task = args["task"].strip()
+    if not task:
+        return _error("task is empty")
+    parent = agent_store.get_agent(svc.db, ctx.agent_id)
+    try:
+        agent = svc.sub_agents.create_sub_agent(parent, args["role"], task)
+    except SubAgentError as exc:
+        return _error(str(exc))
+    background = args.get("run_in_background", True)
+    waiter = None if background else svc.expect_turn(agent.id)
+    svc.router.route_message(agent.id, _message(ctx, agent, "task", task))
+    base = {"display_name": agent.display_name, "agent_id": agent.id, "role": agent.role}
+    if waiter is None:
+        return {"success": True, **base, "status": "running in the background",
+                "note": "You will receive a notice when it finishes; do not report its result before that."}
+    result = waiter.wait(svc.settings.sub_agent_timeout_s, ctx.should_stop)
+    if result is None:
+        return _error("stopped or timed out while waiting; the sub-agent goes on in the background and "
+                      "you will receive a notice when it finishes", **base)
+    return {"success": result.status == "succeeded", **base, "status": result.status,
+            "answer": result.final_text, "duration_s": round(result.duration_s, 2),
+            **({"error": result.error} if result.error else {})}
+
+
+def _send_message_to_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.require_services()
+    target = _agent_named(ctx, args["display_name"])
+    if target is None or target.parent_id != ctx.agent_id:
+        return _error(f"no sub-agent named {args['display_name']!r} in this conversation")
+    try:
+        routed = svc.router.route_message(target.id, _message(ctx, target, "message", args["message"],
+                                                              source="guidance"))
+    except RouteError as exc:
+        return _error(str(exc))
+    return {"success": True, "display_name": target.display_name, "delivery": routed.delivery}
+
+
+def _answer(ctx: ToolContext, question_id: str, answer: str) -> dict[str, Any]:
+    """Answer a question that was asked of the calling agent; the asker is found by the question id."""
+    svc = ctx.require_services()
+    ask = queue.find_question(svc.db, question_id)
+    if ask is None or ask.conversation_id != ctx.conversation_id:
+        return _error(f"no question {question_id!r}")
+    if ask.target_agent_id != ctx.agent_id:
+        return _error(f"question {question_id} was not asked of you")
+    asker = agent_store.get_agent(svc.db, ask.source_agent_id)
+    try:
+        routed = svc.router.route_message(asker.id, _message(ctx, asker, "answer", answer, question_id=question_id))
+    except RouteError as exc:
+        return _error(str(exc))
+    return {"success": True, "question_id": question_id, "to": asker.display_name, "delivery": routed.delivery}
+
+
+def _answer_sub_agent_question(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    return _answer(ctx, args["question_id"], args["answer"])
+
+
+def _terminate_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.require_services()
+    target = _agent_named(ctx, args["display_name"])
+    if target is None or target.parent_id != ctx.agent_id:
+        return _error(f"no sub-agent named {args['display_name']!r} in this conversation")
+    if not svc.sub_agents.mark_terminated(target.id):
+        return _error(f"{target.display_name} is already terminated")
+    svc.stop_agent(target.id)
+    return {"success": True, "display_name": target.display_name, "status": "terminated"}
+
+
+# -- sub-agent tools ---------------------------------------------------------
+def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, Any]:
+    svc = ctx.require_services()
+    question_id = f"q_{uuid.uuid4().hex[:12]}"
+    waiter = svc.router.begin_ask(ctx.agent_id, question_id, target.id)
+    svc.states.transition(ctx.agent_id, agent_state.WAITING)
+    try:
+        try:
+            svc.router.route_message(target.id, _message(ctx, target, "ask", question, question_id=question_id))
+        except RouteError as exc:
+            svc.router.end_ask(waiter)
+            return _error(str(exc), question_id=question_id)
+        answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
+    finally:
+        svc.states.transition(ctx.agent_id, agent_state.RUNNING)
+    if answer is not None:
+        return {"success": True, "question_id": question_id, "answer": answer.content,
+                "from": answer.source_display_name}
+    if ctx.should_stop():
+        return _error("stopped by the user while waiting for the answer", question_id=question_id)
+    return _error(f"no answer from {target.display_name} within {svc.settings.ask_timeout_s:g} s",
+                  question_id=question_id)
+
+
+def _ask_master(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.require_services()
+    me = agent_store.get_agent(svc.db, ctx.agent_id)
+    master = agent_store.get_agent(svc.db, me.parent_id) if me.parent_id else None
+    if master is None:
+        return _error("you have no master to ask")
+    return _blocking_ask(ctx, master, args["question"])
+
+
+def _ask_other_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    target = _agent_named(ctx, args["target_display_name"])
+    if target is None or target.id == ctx.agent_id:
+        return _error(f"no other agent named {args['target_display_name']!r} in this conversation")
+    return _blocking_ask(ctx, target, args["question"])
+
+
+def _answer_other_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    return _answer(ctx, args["question_id"], args["answer"])
+
+
+MAX_OPTIONS = 8
+
+
+def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Human in the loop: the user's next message, from any client, answers this (route `hil`)."""
+    svc = ctx.require_services()
+    question = args["question"].strip()
+    options = args.get("options") or []
+    if not question:
+        return _error("question is empty")
+    if len(options) > MAX_OPTIONS or not all(isinstance(o, str) and o.strip() for o in options):
+        return _error(f"options must be at most {MAX_OPTIONS} non-empty strings")
+    question_id = f"q_{uuid.uuid4().hex[:12]}"
+    waiter = svc.router.begin_ask(ctx.agent_id, question_id, None, from_user=True)
+    svc.states.transition(ctx.agent_id, agent_state.WAITING)
+    try:
+        ctx.emit("ask_user", {"question_id": question_id, "question": question, "options": options,
+                              "display_name": ctx.agent_display_name})
+        answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
+    finally:
+        svc.states.transition(ctx.agent_id, agent_state.RUNNING)
+    if answer is None:
+        reason = "stopped by the user" if ctx.should_stop() else \
+            f"the user did not answer within {svc.settings.ask_timeout_s:g} s"
+        return _error(reason, question_id=question_id)
+    ctx.emit("user_message", {"message": answer.content, "message_id": answer.id, "source": "user",
+                              "visibility": "chat", "starts_work": False,
+                              "metadata": {"question_id": question_id, "route": "hil"}})
+    return {"success": True, "question_id": question_id, "answer": answer.content}
+
+
+def _spec(name: str, description: str, handler, properties: dict[str, Any], required: list[str]) -> ToolSpec:
+    return ToolSpec(name=name, description=description, handler=handler,
+                    parameters={"type": "object", "properties": properties, "required": required})
+
+
+_STR = {"type": "string"}
+
+CREATE_SUB_AGENT = _spec(
+    "create_sub_agent",
+    "Start a sub-agent of the given role on a task. In the background (default) it returns the sub-agent's "
+    "display name at once and you get a notice when it finishes; with run_in_background=false it waits and "
+    "returns the sub-agent's final answer.",
+    _create_sub_agent,
+    {"role": {"type": "string", "description": "Profile name of the sub-agent, e.g. InfoAgent."},
+     "task": {"type": "string", "description": "What the sub-agent should do."},
+     "run_in_background": {"type": "boolean", "description": "Default true."}},
+    ["role", "task"],
+)
+SEND_MESSAGE_TO_SUB_AGENT = _spec(
+    "send_message_to_sub_agent",
+    "Send guidance or a new task to one of your sub-agents; it sees it before its next step, or starts a new "
+    "turn if it had finished.",
+    _send_message_to_sub_agent, {"display_name": _STR, "message": _STR}, ["display_name", "message"],
+)
+ANSWER_SUB_AGENT_QUESTION = _spec(
+    "answer_sub_agent_question", "Answer a question a sub-agent asked you (by its question_id).",
+    _answer_sub_agent_question, {"question_id": _STR, "answer": _STR}, ["question_id", "answer"],
+)
+TERMINATE_SUB_AGENT = _spec(
+    "terminate_sub_agent", "Stop a sub-agent for good.", _terminate_sub_agent, {"display_name": _STR},
+    ["display_name"],
+)
+ASK_MASTER = _spec(
+    "ask_master", "Ask your master a question and wait for the answer.", _ask_master, {"question": _STR},
+    ["question"],
+)
+ASK_OTHER_AGENT = _spec(
+    "ask_other_agent", "Ask another agent of the team a question (by display name) and wait for the answer.",
+    _ask_other_agent, {"target_display_name": _STR, "question": _STR}, ["target_display_name", "question"],
+)
+ANSWER_OTHER_AGENT = _spec(
+    "answer_other_agent", "Answer a question another agent asked you (by its question_id).",
+    _answer_other_agent, {"question_id": _STR, "answer": _STR}, ["question_id", "answer"],
+)
+
+ASK_USER = _spec(
+    "ask_user", "Ask the user a question (optionally with answer options) and wait for the reply.",
+    _ask_user, {"question": _STR, "options": {"type": "array", "items": _STR}}, ["question"],
+)
+
+AGENT_TOOLS = [ASK_USER, CREATE_SUB_AGENT, SEND_MESSAGE_TO_SUB_AGENT, ANSWER_SUB_AGENT_QUESTION, TERMINATE_SUB_AGENT,
+               ASK_MASTER, ASK_OTHER_AGENT, ANSWER_OTHER_AGENT]

@@ -1,0 +1,243 @@
+"""The completion notification pool, through the real server and the scripted model."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from test.conftest import event_types
+from test.scripted_llm import match_system, text, tool_calls
+
+MASTER = match_system("You are MasterAgent")
+
+
+def sub(n: int, role: str = "InfoAgent"):
+    return match_system(f"You are {role}_{n} ")
+
+
+def wait_until(predicate, timeout: float = 15, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise TimeoutError(f"{what} not reached in {timeout}s")
+
+
+def master_tasks(server, cid):
+    master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
+    return [t for t in server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
+            if t["agent_id"] == master["agent_id"]]
+
+
+def history(server, cid, agent=None):
+    path = f"/api/conversations/{cid}/messages" + (f"?agent={agent}" if agent else "")
+    return server.get(path).json()["data"]
+
+
+def notices(msgs):
+    return [m for m in msgs if m["role"] == "user" and m["metadata"].get("source") in ("sub_agent",
+                                                                                      "background_command")]
+
+
+def test_three_background_sub_agents_cost_two_follow_ups(server, llm):
+    gates = [threading.Event() for _ in range(3)]
+    hold_follow_up = threading.Event()
+    llm.script(tool_calls(*[("create_sub_agent", {"role": "InfoAgent", "task": f"look up {c}"}) for c in "ABC"]),
+               match=MASTER)
+    llm.script(text("Three helpers are on it."), match=MASTER)
+    llm.script(text("First result is in.", wait=hold_follow_up), match=MASTER)
+    llm.script(text("All results are in."), match=MASTER)
+    for n in range(3):
+        llm.script(text(f"result {n + 1}", wait=gates[n]), match=sub(n + 1))
+
+    sent = server.send("research A, B and C")
+    cid = sent["conversation_id"]
+    first = server.wait_task(sent["task_id"])
+    assert first["status"] == "succeeded"
+    create_results = [json.loads(e["data"]["result"]) for e in first["events"] if e["type"] == "tool_result"]
+    assert [r["display_name"] for r in create_results] == ["InfoAgent_1", "InfoAgent_2", "InfoAgent_3"]
+    assert first["events"][-1]["data"]["has_running_sub_agents"] is True
+    waiting = [e for e in first["events"] if e["type"] == "sub_agent_waiting"]
+    assert waiting and waiting[-1]["data"]["count"] == 3
+
+    gates[0].set()  # the first finishes while the master is idle
+    wait_until(lambda: len(master_tasks(server, cid)) == 2, what="first follow-up")
+    subs = lambda: {s["display_name"]: s["status"] for s in  # noqa: E731
+                    server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]}
+    gates[1].set()
+    wait_until(lambda: subs()["InfoAgent_2"] == "succeeded", what="InfoAgent_2 done")
+    gates[2].set()
+    wait_until(lambda: subs()["InfoAgent_3"] == "succeeded", what="InfoAgent_3 done")
+    status = server.get(f"/api/conversations/{cid}/running-status").json()
+    assert status["pending_notices"] == 2 and status["is_main_running"] is True
+    hold_follow_up.set()
+
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 3 and t, what="second follow-up")
+    follow_1 = server.wait_task(tasks[1]["task_id"])
+    follow_2 = server.wait_task(tasks[2]["task_id"])
+    assert follow_1["status"] == follow_2["status"] == "succeeded"
+    follow_1_notices = [e["data"]["message"] for e in follow_1["events"] if e["type"] == "user_message"]
+    assert len(follow_1_notices) == 1 and follow_1_notices[0].startswith("[Sub-agent InfoAgent_1 succeeded")
+    first_two = follow_2["events"][:2]
+    assert [e["type"] for e in first_two] == ["user_message", "user_message"]
+    assert "InfoAgent_2" in first_two[0]["data"]["message"] and first_two[0]["data"]["starts_work"] is False
+    assert "InfoAgent_3" in first_two[1]["data"]["message"] and first_two[1]["data"]["starts_work"] is True
+    assert all(e["data"]["source"] == "sub_agent" and e["data"]["visibility"] == "compact" for e in first_two)
+
+    noted = notices(history(server, cid))
+    assert [m["metadata"]["from_agent"] for m in noted] == ["InfoAgent_1", "InfoAgent_2", "InfoAgent_3"]
+    assert "result 2" in noted[1]["content"] and "result 3" in noted[2]["content"]
+    assert len(master_tasks(server, cid)) == 3
+    # the last follow-up's model request saw both notices, in finish order, after the earlier turns
+    last_request = [r for r in llm.requests if MASTER(r.body)][-1].body["messages"]
+    assert "InfoAgent_2" in last_request[-2]["content"] and "InfoAgent_3" in last_request[-1]["content"]
+
+
+def test_completion_during_a_tool_round_arrives_inline(server, llm):
+    llm.script(tool_calls(("run_command", {"command": "echo quick-bg", "run_in_background": True}),
+                          ("run_command", {"command": "sleep 0.5"})), match=MASTER)
+    llm.script(text("Saw it."), match=MASTER)
+    sent = server.send("go")
+    task = server.wait_task(sent["task_id"])
+    assert task["status"] == "succeeded"
+    types = event_types(task)
+    notice_at = [i for i, e in enumerate(task["events"])
+                 if e["type"] == "user_message" and e["data"]["source"] == "background_command"]
+    assert len(notice_at) == 1
+    assert types.index("tool_result") < notice_at[0] < len(types) - 1 - types[::-1].index("ai_message_start")
+    assert task["events"][notice_at[0]]["data"]["starts_work"] is False
+    assert len(master_tasks(server, sent["conversation_id"])) == 1
+    second = llm.wait_for_requests(2)[1].body["messages"]
+    assert [m["role"] for m in second[-4:]] == ["assistant", "tool", "tool", "user"]
+    assert "quick-bg" in second[-1]["content"] and "exit code 0" in second[-1]["content"]
+    noted = notices(history(server, sent["conversation_id"]))
+    assert len(noted) == 1 and noted[0]["metadata"]["visibility"] == "compact"
+    cmds = server.get(f"/api/background_commands?conversation_id={sent['conversation_id']}").json()["data"]
+    assert cmds[0]["status"] == "succeeded" and cmds[0]["exit_code"] == 0 and "quick-bg" in cmds[0]["output_tail"]
+
+
+def test_twenty_commands_finishing_together_cost_one_follow_up(server, llm):
+    calls = [("run_command", {"command": f"sleep 0.6; echo job-{i}", "run_in_background": True}) for i in range(20)]
+    llm.script(tool_calls(*calls), match=MASTER)
+    llm.script(text("Twenty jobs started."), match=MASTER)
+    llm.script(text("All twenty finished."), match=MASTER)
+    sent = server.send("start twenty jobs")
+    cid = sent["conversation_id"]
+    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the follow-up")
+    follow = server.wait_task(tasks[1]["task_id"])
+    assert follow["status"] == "succeeded"
+    wait_until(lambda: not server.get(f"/api/conversations/{cid}/running-status").json()[
+        "has_running_background_commands"], what="all commands done")
+    assert len(master_tasks(server, cid)) == 2
+    noted = [e for e in follow["events"] if e["type"] == "user_message"]
+    assert len(noted) == 20
+    assert [e["data"]["starts_work"] for e in noted] == [False] * 19 + [True]
+    assert len(notices(history(server, cid))) == 20
+
+
+def test_notice_pending_at_sigkill_is_delivered_once_after_restart(server, llm):
+    never = threading.Event()
+    llm.script(tool_calls(("run_command", {"command": "echo finished-before-kill", "run_in_background": True})),
+               match=MASTER)
+    llm.script(text("still thinking", wait=never), match=MASTER)
+    sent = server.send("start and keep thinking")
+    cid = sent["conversation_id"]
+    wait_until(lambda: server.get(f"/api/conversations/{cid}/running-status").json()["pending_notices"] == 1,
+               what="notice queued while the master runs")
+    server.kill()
+    llm.script(text("Got the command's result."), match=MASTER)
+    server.start()
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="follow-up")
+    follow = server.wait_task(tasks[1]["task_id"])
+    assert follow["status"] == "succeeded"
+    assert server.get(f"/api/tasks/{sent['task_id']}").json()["status"] == "failed"
+    noted = notices(history(server, cid))
+    assert len(noted) == 1 and "finished-before-kill" in noted[0]["content"]
+    last = [r for r in llm.requests if MASTER(r.body)][-1].body["messages"]
+    assert sum("finished-before-kill" in (m.get("content") or "") for m in last if m["role"] == "user") == 1
+    server.restart()
+    assert len(master_tasks(server, cid)) == 2
+    assert len(notices(history(server, cid))) == 1
+
+
+def test_command_running_at_a_crash_is_reported_lost(server, llm):
+    llm.script(tool_calls(("run_command", {"command": "sleep 30", "run_in_background": True})), match=MASTER)
+    llm.script(text("Started."), match=MASTER)
+    llm.script(text("The job was lost."), match=MASTER)
+    sent = server.send("long job")
+    cid = sent["conversation_id"]
+    server.wait_task(sent["task_id"])
+    server.kill()
+    server.start()
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="lost notice turn")
+    server.wait_task(tasks[1]["task_id"])
+    cmds = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
+    assert cmds[0]["status"] == "lost"
+    noted = notices(history(server, cid))
+    assert len(noted) == 1 and "lost" in noted[0]["content"]
+
+
+def test_sub_agent_is_woken_by_its_own_background_command(server, llm):
+    llm.script(tool_calls(("create_sub_agent", {"role": "CoderAgent", "task": "build it"})), match=MASTER)
+    llm.script(text("Coder started."), match=MASTER)
+    llm.script(text("The coder is done."), match=MASTER)
+    coder = sub(1, "CoderAgent")
+    llm.script(tool_calls(("run_command", {"command": "sleep 0.3; echo built", "run_in_background": True})),
+               match=coder)
+    llm.script(text("Build started, waiting for it."), match=coder)
+    llm.script(text("Build finished: built."), match=coder)
+    sent = server.send("build the project")
+    cid = sent["conversation_id"]
+    server.wait_task(sent["task_id"])
+    coder_msgs = wait_until(lambda: (m := history(server, cid, "CoderAgent_1")) and
+                            any(x["role"] == "assistant" and x["content"] == "Build finished: built." for x in m) and m,
+                            what="coder woken by its command")
+    assert len(notices(coder_msgs)) == 1 and "built" in notices(coder_msgs)[0]["content"]
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 3 and t, what="master notices")
+    follow = [server.wait_task(t["task_id"]) for t in tasks[1:]]
+    texts = [e["data"]["message"] for f in follow for e in f["events"] if e["type"] == "user_message"]
+    assert any("Build started" in t for t in texts) and any("Build finished" in t for t in texts)
+
+
+def test_blocking_sub_agent_returns_its_answer_as_the_tool_result(server, llm):
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "capital of France?",
+                                                "run_in_background": False})), match=MASTER)
+    llm.script(text("It is Paris."), match=MASTER)
+    llm.script(text("Paris"), match=sub(1))
+    sent = server.send("ask a helper")
+    task = server.wait_task(sent["task_id"])
+    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert result["success"] is True and result["answer"] == "Paris" and result["display_name"] == "InfoAgent_1"
+    assert len(master_tasks(server, sent["conversation_id"])) == 1
+    assert notices(history(server, sent["conversation_id"])) == []
+
+
+def test_user_message_racing_completions_never_runs_two_master_turns(server, llm):
+    llm.set_default(text("ok", delay_s=0.01))
+    llm.script(tool_calls(*[("run_command", {"command": f"sleep 0.5; echo r{i}", "run_in_background": True})
+                            for i in range(5)]), match=MASTER)
+    sent = server.send("start five")
+    cid = sent["conversation_id"]
+    server.wait_task(sent["task_id"])
+    wait_until(lambda: any(c["status"] != "running" for c in server.get(
+        f"/api/background_commands?conversation_id={cid}").json()["data"]), what="the first command to finish")
+    answers = []
+    threads = [threading.Thread(target=lambda i=i: answers.append(server.send(f"user {i}", cid))) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    wait_until(lambda: len(notices(history(server, cid))) == 5 and
+               not server.get(f"/api/conversations/{cid}/running-status").json()["is_main_running"],
+               what="everything delivered")
+    tasks = [server.wait_task(t["task_id"]) for t in master_tasks(server, cid)]
+    spans = sorted((e["events"][0]["ts"], e["events"][-1]["ts"]) for e in tasks)
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end, "two master turns overlapped"
+    users = [m["content"] for m in history(server, cid) if m["role"] == "user"]
+    assert sorted(u for u in users if u.startswith("user ")) == [f"user {i}" for i in range(5)]
+    assert len(users) == 1 + 5 + 5  # first message, five user messages, five notices, each once
