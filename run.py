@@ -64,12 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from modules.agents.profiles import ProfileError
+    from modules.multi_agent.fast_path import SignalsError
     from server.app import create_app
 
     try:
         app, socketio = create_app(settings, async_mode="eventlet")
-    except ProfileError as exc:
-        print(f"agent profiles: {exc}", file=sys.stderr)
+    except (ProfileError, SignalsError) as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")

@@ -14,8 +14,10 @@ from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import build_chat_model
 from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
 from modules.multi_agent.message_router import MessageRouter
 from modules.storage.db import Database
+from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
@@ -27,6 +29,7 @@ from server.errors import register_error_handlers
 from server.runtime import Runtime
 from server.sender import SocketIOTransport
 from server.socket_handlers import register_socket_handlers
+from server.suggestions import SuggestionService
 from server.tasks.event_log import EventLog
 from server.tasks.models import TaskManager
 
@@ -59,8 +62,11 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
                                           tail_chars=settings.command_output_tail_chars, spawn=spawn),
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
+        active_agents=ActiveAgentSessionStore(SessionStore(db)),
+        signals=load_routing_signals(settings.routing_signals_path),
     )
     rt.tasks = TaskManager(rt)
+    rt.suggestions = SuggestionService(rt)
     rt.services = AgentServices(
         db=db, settings=settings, router=router, states=rt.agent_states, sub_agents=rt.sub_agents,
         commands=rt.commands, profiles=profiles, expect_turn=rt.tasks.expect_turn, stop_agent=rt.tasks.stop_agent,

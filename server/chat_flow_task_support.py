@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from modules.llm import ModelReply
+from modules.multi_agent.message_router import INJECTED_INLINE
 from modules.storage import messages as message_store
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Message
@@ -45,8 +46,14 @@ def user_message_event(msg: Message) -> dict[str, Any]:
     }
 
 
-def emit_user_message(sender: EventSender, msg: Message) -> None:
-    sender.emit("user_message", user_message_event(msg))
+def emit_user_message(sender: EventSender, msg: Message, delivery: str, display_name: str) -> None:
+    """Echo a message the agent now sees; a user's message is followed by how it was routed."""
+    event = user_message_event(msg)
+    sender.emit("user_message", event)
+    route = event["metadata"].get("route")
+    if event["source"] == "user" and route:
+        sender.emit("route", {"route": route, "delivery": delivery, "target_agent": display_name,
+                              "message_id": msg.message_id})
 
 
 def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender) -> int:
@@ -55,7 +62,7 @@ def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender
     tool block, in one transaction, and echo each as a `user_message`. No new task."""
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     for msg in drained:
-        emit_user_message(sender, msg)
+        emit_user_message(sender, msg, INJECTED_INLINE, turn.display_name)
     return len(drained)
 
 

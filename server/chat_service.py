@@ -15,9 +15,9 @@ from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
-from modules.storage.models import Agent
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
+from server.user_routing import UserMessageRouting
 
 DEFAULT_TITLE = "New conversation"
 TITLE_CHARS = 60
@@ -58,6 +58,7 @@ def title_from(message: str) -> str:
 class ChatService:
     def __init__(self, rt: Runtime):
         self._rt = rt
+        self._routing = UserMessageRouting(rt)
 
     def send(self, user_id: int, payload: Any,
              on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -102,33 +103,24 @@ class ChatService:
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)
+        rt.suggestions.cancel(conv.id)
         agents = agent_store.list_agents(rt.db, conv.id)
-        route, target, question_id = self._decide(agents, req)
-        meta = {"source": "user", "visibility": "chat", "route": route}
+        decision = self._routing.decide(conv, agents, req.message, req.question_id)
+        meta: dict[str, Any] = {"source": "user", "visibility": "chat", "route": decision.route}
         if req.client_message_id:
             meta["client_message_id"] = req.client_message_id
+        if decision.rewritten:
+            meta["rewritten_query"] = decision.rewritten
+        target = decision.target
         message = PendingMessage.new(
-            conversation_id=conv.id, target_agent_id=target.id, type="answer" if question_id else "message",
-            content=req.message, source_display_name="user", question_id=question_id, meta=meta,
+            conversation_id=conv.id, target_agent_id=target.id,
+            type="answer" if decision.question_id else "message", content=req.message,
+            source_display_name="user", question_id=decision.question_id, meta=meta,
         )
         try:
             routed = rt.router.route_message(target.id, message)
         except RouteError as exc:
             raise ApiError(409, "agent_unavailable", str(exc)) from exc
-        return {
-            "success": True, "task_id": routed.task_id, "conversation_id": conv.id, "message_id": message.id,
-            "agent_id": target.id, "target_agent": target.display_name, "route": route,
-            "delivery": routed.delivery,
-        }
-
-    def _decide(self, agents: list[Agent], req: SendRequest) -> tuple[str, Agent, str | None]:
-        """Human in the loop first: an agent waiting in ask_user gets the reply. Else the master."""
-        waiter = self._rt.router.waiting_for_user([a.id for a in agents])
-        if waiter is not None:
-            if req.question_id and req.question_id != waiter.question_id:
-                raise ApiError(409, "stale_question",
-                               f"question {req.question_id} is not pending; the open question is {waiter.question_id}")
-            return "hil", next(a for a in agents if a.id == waiter.agent_id), waiter.question_id
-        if req.question_id:
-            raise ApiError(409, "stale_question", f"question {req.question_id} is not pending")
-        return "pipeline", next(a for a in agents if a.kind == "master"), None
+        return {"success": True, "task_id": routed.task_id, "conversation_id": conv.id, "agent_id": target.id,
+                "message_id": message.id, "route": decision.route, "delivery": routed.delivery,
+                "target_agent": target.display_name}

@@ -13,6 +13,7 @@ from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.fast_path import ActiveAgentSessionStore, RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
 from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
@@ -21,6 +22,7 @@ from server.sender import Transport
 from server.tasks.event_log import EventLog
 
 if TYPE_CHECKING:
+    from server.suggestions import SuggestionService
     from server.tasks.models import TaskManager
 
 
@@ -38,8 +40,11 @@ class Runtime:
     event_log: EventLog
     transport: Transport
     spawn: Callable[..., Any]
+    active_agents: ActiveAgentSessionStore
+    signals: RoutingSignals
     tasks: TaskManager | None = None
     services: AgentServices | None = None
+    suggestions: SuggestionService | None = None
 
     @property
     def master(self) -> AgentProfile:

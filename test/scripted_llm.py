@@ -104,6 +104,29 @@ def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
     return DynamicStep(build)
 
 
+STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent",
+                 "You suggest what the user may want to say next")
+
+
+def is_stage_request(body: dict) -> bool:
+    """A pipeline-stage or suggestion call (not an agent's turn)."""
+    system = next((m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "system"), None)
+    return system is not None and any(marker in _text_of(system) for marker in STAGE_MARKERS)
+
+
+def stage_default(body: dict) -> TextStep:
+    """What a stage gets unless a test scripts it: the rewrite echoes the message, intent picks the
+    master, suggestions are empty. Tests that care script stages with an explicit `match`."""
+    system = _text_of(next(m for m in body["messages"] if m.get("role") == "system"))
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    last = _text_of(users[-1]) if users else ""
+    if "QueryRewritingAgent" in system:
+        return text(last.rpartition("Latest message:")[2].strip() or last)
+    if "IntentRecognitionAgent" in system:
+        return text('{"agent": "MasterAgent"}')
+    return text('{"questions": []}')
+
+
 def _text_of(message: dict) -> str:
     content = message.get("content")
     if isinstance(content, list):  # content parts
@@ -143,6 +166,7 @@ class RecordedRequest:
     received_at: float  # time.monotonic()
     step: Step
     tool_call_ids: list[str] = field(default_factory=list)  # ids served for a ToolCallsStep
+    received_wall: float = field(default_factory=time.time)  # time.time() at receipt (set at construction)
 
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
@@ -227,24 +251,36 @@ class ScriptedLLMServer:
         with self._lock:
             return list(self._requests)
 
-    def wait_for_requests(self, n: int, timeout: float = 10) -> list[RecordedRequest]:
-        """Block until at least `n` chat requests were recorded."""
+    @property
+    def agent_requests(self) -> list[RecordedRequest]:
+        """Requests of agents' turns, without pipeline stages and suggestions."""
+        return [r for r in self.requests if not is_stage_request(r.body)]
+
+    def wait_for_requests(self, n: int, timeout: float = 10, *, include_stages: bool = False
+                          ) -> list[RecordedRequest]:
+        """Block until at least `n` requests of agents' turns (or of any kind) were recorded; return those."""
+
+        def chosen() -> list[RecordedRequest]:
+            return [r for r in self._requests if include_stages or not is_stage_request(r.body)]
+
         with self._lock:
-            if not self._lock.wait_for(lambda: len(self._requests) >= n, timeout):
-                seen = [_describe(r.body) for r in self._requests]
+            if not self._lock.wait_for(lambda: len(chosen()) >= n, timeout):
+                seen = [_describe(r.body) for r in chosen()]
                 raise TimeoutError(
                     f"expected {n} model requests within {timeout:g} s, got {len(seen)}: {seen}; "
                     f"{len(self._queue)} scripted steps still pending"
                 )
-            return list(self._requests)
+            return chosen()
 
     def _take(self, body: dict, headers: dict[str, str], step: Step | None = None) -> RecordedRequest:
         """Record the request and pick its step (`step` forces one, e.g. for an unreadable body)."""
         with self._lock:
             if step is None:
-                step = self._default
+                stage = is_stage_request(body)
+                step = DynamicStep(stage_default) if stage else self._default
                 for i, (candidate, match) in enumerate(self._queue):
-                    if match is None or _safe_match(match, body):
+                    # Unmatched steps script agent turns; a stage takes only a step that names it.
+                    if (match is None and not stage) or (match is not None and _safe_match(match, body)):
                         step = candidate
                         del self._queue[i]
                         break

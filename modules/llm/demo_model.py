@@ -61,8 +61,34 @@ class DemoChatModel:
         return ModelReply(text, calls, "tool_calls" if calls else "stop")
 
 
+_INTENT_KEYWORDS = (
+    ("InfoAgent", ("policy", "policies", "政策", "规定", "查一下", "look up")),
+    ("BookingAgent", ("book", "booking", "reserve", "预订", "预定", "订票", "订酒店")),
+    ("CoderAgent", ("code", "script", "bug", "代码", "脚本")),
+)
+
+
+def _stage_answer(system: str, last_user: str) -> str | None:
+    """The pipeline stages' fixed answer shapes (API.md), so the demo runs the whole pipeline."""
+    if "You are QueryRewritingAgent" in system:
+        return last_user.rpartition("Latest message:")[2].strip() or last_user
+    if "You are IntentRecognitionAgent" in system:
+        lowered = last_user.lower()
+        for name, words in _INTENT_KEYWORDS:
+            if f"- {name}:" in system and any(w in lowered for w in words):
+                return json.dumps({"agent": name})
+        return json.dumps({"agent": "MasterAgent"})
+    if "You suggest what the user may want to say next" in system:
+        return json.dumps({"questions": ["继续", "ok", "run `ls -la`"]}, ensure_ascii=False)
+    return None
+
+
 def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
     last = history[-1] if history else {}
+    system = _text(history[0].get("content")) if history and history[0].get("role") == "system" else ""
+    stage = _stage_answer(system, _text(last.get("content")) if last.get("role") == "user" else "")
+    if stage is not None:
+        return stage, []
     if last.get("role") == "tool":
         return _summarise_tool_result(history, last), []
     said = _text(last.get("content")) if last.get("role") == "user" else ""

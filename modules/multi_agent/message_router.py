@@ -96,6 +96,8 @@ class RouteResult:
 
 def history_text(msg: PendingMessage) -> str:
     """How a queued message reads in its receiver's history: who sent it, and the id to answer with."""
+    if msg.source == "user" and msg.meta.get("rewritten_query"):
+        return f"{msg.content}\n\n[Understood as: {msg.meta['rewritten_query']}]"
     if msg.source in ("user", "sub_agent", "background_command") or msg.type == "task":
         return msg.content
     if msg.type == "ask":
@@ -117,7 +119,8 @@ def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
 
 @dataclass
 class AskWaiter:
-    """A blocked ask of one agent; resolved by the matching answer, or any message from the agent asked."""
+    """A blocked ask of one agent; resolved by the matching answer, or any message from the agent asked
+    that was sent after the ask began (one sent before it, still queued, is not a reply to it)."""
 
     agent_id: str
     question_id: str
@@ -125,10 +128,13 @@ class AskWaiter:
     from_user: bool = False
     event: threading.Event = field(default_factory=threading.Event)
     answer: PendingMessage | None = None
+    since: float = field(default_factory=now)
 
     def matches(self, msg: PendingMessage) -> bool:
         if msg.type == "answer" and msg.question_id == self.question_id:
             return True
+        if msg.created_at < self.since:
+            return False
         if self.from_user:
             return msg.source == "user"
         return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id

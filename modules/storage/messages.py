@@ -70,3 +70,15 @@ def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
         elif row.tool_call_id:
             open_calls.pop(row.tool_call_id, None)
     return list(open_calls.values())
+
+
+def recent_chat(db: Database, conversation_id: str, limit: int = 12) -> list[Message]:
+    """The latest user and assistant texts of every agent of a conversation, oldest first."""
+    with db.read() as s:
+        rows = list(s.scalars(
+            select(Message).where(Message.conversation_id == conversation_id, Message.role.in_(("user", "assistant")),
+                                  Message.content.is_not(None))
+            .order_by(Message.id.desc()).limit(limit * 2)
+        ))
+    chat = [m for m in rows if (m.meta or {}).get("visibility", "chat") == "chat"][:limit]
+    return list(reversed(chat))

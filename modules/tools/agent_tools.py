@@ -180,6 +180,8 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ctx.emit("user_message", {"message": answer.content, "message_id": answer.id, "source": "user",
                               "visibility": "chat", "starts_work": False,
                               "metadata": {"question_id": question_id, "route": "hil"}})
+    ctx.emit("route", {"route": "hil", "delivery": "resolved", "target_agent": ctx.agent_display_name,
+                       "message_id": answer.id})
     return {"success": True, "question_id": question_id, "answer": answer.content}
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
+from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -121,7 +122,8 @@ class TaskManager:
                 if not drained:
                     raise _NothingQueued
                 task.trigger_message_id = drained[-1].message_id
-                task.meta = {"message_ids": [m.message_id for m in drained]}
+                task.meta = {"message_ids": [m.message_id for m in drained],
+                             "from_user": all((m.meta or {}).get("source") == "user" for m in drained)}
         except BaseException as exc:
             rt.agent_states.transition(agent_id, claim.previous, notify=False)
             if isinstance(exc, _NothingQueued):
@@ -149,7 +151,7 @@ class TaskManager:
         outcome = TurnOutcome(FAILED, {"code": "internal_error", "message": "the task ended unexpectedly"})
         try:
             for msg in self._messages(turn.agent_id, running.message_ids):
-                emit_user_message(sender, msg)
+                emit_user_message(sender, msg, TRIGGERED_NEW_TURN, turn.display_name)
             self._emit_state_change(running.claim)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
@@ -204,12 +206,31 @@ class TaskManager:
             rt.event_log.forget(turn.task_id)
         if notice is not None:
             rt.router.deliver(notice)
+        if outcome.status == SUCCEEDED:
+            self._suggest(running)
         if outcome.status != STOPPED:
             run_completion_poll(rt, turn.agent_id)
 
+    def _suggest(self, running: RunningTask) -> None:
+        """Suggestions follow a reply to the user: a turn that a user message started or joined."""
+        turn = running.turn
+        history = message_store.list_messages(self._rt.db, turn.agent_id)
+        start = next((m.seq for m in history if m.message_id in running.message_ids), None)
+        if start is None:
+            return
+        user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
+        reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
+                      and (m.meta or {}).get("task_id") == turn.task_id), None)
+        if not user or reply is None:
+            return
+        self._rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
+                                      agent_id=turn.agent_id, reply_message_id=reply.message_id,
+                                      user_message=user[-1].content or "", reply=reply.content or "")
+
     def _report_to_parent(self, running: RunningTask, outcome: TurnOutcome):
         """A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice."""
-        if running.kind == MASTER_KIND or running.parent_id is None or outcome.status == STOPPED:
+        from_user = (running.task.meta or {}).get("from_user", False)
+        if running.kind == MASTER_KIND or running.parent_id is None or outcome.status == STOPPED or from_user:
             return None
         rt, turn = self._rt, running.turn
         final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))

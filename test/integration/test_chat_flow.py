@@ -124,7 +124,7 @@ def test_join_conversation_and_stop_over_socket(server, llm):
     assert task["status"] == "stopped"
     result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
     assert result["success"] is False and "stopped" in result["error"]
-    assert len(llm.requests) == 1
+    assert len(llm.agent_requests) == 1
 
 
 def test_model_500_twice_then_success_completes(server, llm):
@@ -132,7 +132,7 @@ def test_model_500_twice_then_success_completes(server, llm):
     sent = server.send("hello")
     task = server.wait_task(sent["task_id"])
     assert task["status"] == "succeeded"
-    assert len(llm.requests) == 3
+    assert len(llm.agent_requests) == 3
     text_end = [e for e in task["events"] if e["type"] == "text_end"]
     assert text_end[-1]["data"]["content"] == "third time lucky"
 
@@ -154,7 +154,7 @@ def test_model_that_keeps_failing_gives_a_clear_error(server, llm):
 def test_rate_limit_is_retried(server, llm):
     llm.script(error(429, "slow down", retry_after=0.1), text("after the limit"))
     task = server.wait_task(server.send("hi")["task_id"])
-    assert task["status"] == "succeeded" and len(llm.requests) == 2
+    assert task["status"] == "succeeded" and len(llm.agent_requests) == 2
 
 
 def test_malformed_tool_arguments_become_a_tool_error(server, llm):
@@ -213,7 +213,7 @@ def test_cancel_closes_open_tool_calls_and_history_stays_valid(server, llm):
     llm.script(text("fresh start"))
     again = server.wait_task(server.send("next", cid)["task_id"])
     assert again["status"] == "succeeded"
-    body = llm.requests[-1].body
+    body = llm.agent_requests[-1].body
     calls = body["messages"][2]["tool_calls"]
     tool_msgs = _tool_messages(body)
     assert [m["tool_call_id"] for m in tool_msgs] == [c["id"] for c in calls]
@@ -239,7 +239,7 @@ def test_message_during_the_last_output_starts_one_new_turn_after_it(server, llm
     task = server.wait_task(follow[0]["task_id"])
     assert task["status"] == "succeeded" and task["events"][0]["data"]["message"] == "second"
     assert reqs[1].body["messages"][-1] == {"role": "user", "content": "second"}
-    assert len(llm.requests) == 2
+    assert len(llm.agent_requests) == 2
 
 
 def test_repeated_client_message_id_is_stored_once(server, llm):
@@ -268,7 +268,7 @@ def test_sigkill_mid_task_is_recovered_with_a_valid_history(server, llm):
     llm.script(text("recovered"))
     again = server.wait_task(server.send("hello again", sent["conversation_id"])["task_id"])
     assert again["status"] == "succeeded"
-    body = llm.requests[-1].body
+    body = llm.agent_requests[-1].body
     assert [m["role"] for m in body["messages"][1:]] == ["user", "assistant", "tool", "user"]
 
 

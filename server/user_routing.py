@@ -1,0 +1,81 @@
+"""Where a user's message goes (DESIGN.md §5), decided at the top of every message, in order:
+
+1. an agent of the conversation waits in `ask_user`: the message answers it (`hil`);
+2. an active agent is recorded and the message is a continuation: straight to it (`fast_path`);
+   a business sub-agent directly, the master without rewriting and intent, intent recognition
+   re-run then dispatched, query rewriting back to the full pipeline;
+3. otherwise the full pipeline: query rewriting, intent recognition, then the master or a
+   business sub-agent (reused, or created).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
+from modules.storage import messages as message_store
+from modules.storage.models import Agent, Conversation
+from server.errors import ApiError
+from server.runtime import Runtime
+
+HIL, FAST_PATH, PIPELINE = "hil", "fast_path", "pipeline"
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    route: str
+    target: Agent
+    question_id: str | None = None
+    rewritten: str | None = None
+
+
+class UserMessageRouting:
+    def __init__(self, rt: Runtime):
+        self._rt = rt
+
+    def decide(self, conv: Conversation, agents: list[Agent], message: str,
+               question_id: str | None) -> RouteDecision:
+        rt = self._rt
+        waiter = rt.router.waiting_for_user([a.id for a in agents])
+        if waiter is not None:
+            if question_id and question_id != waiter.question_id:
+                raise ApiError(409, "stale_question",
+                               f"question {question_id} is not pending; the open question is {waiter.question_id}")
+            return RouteDecision(HIL, next(a for a in agents if a.id == waiter.agent_id), waiter.question_id)
+        if question_id:
+            raise ApiError(409, "stale_question", f"question {question_id} is not pending")
+        master = next(a for a in agents if a.kind == "master")
+        active = rt.active_agents.get_active_agent(conv.id)
+        if active and active != REWRITER and rt.signals.is_continuation(message):
+            if active == master.display_name:
+                return RouteDecision(FAST_PATH, master)
+            if active == INTENT:
+                return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)))
+            target = next((a for a in agents if a.display_name == active and a.kind == "sub_agent"
+                           and not a.terminated), None)
+            if target is not None:
+                return RouteDecision(FAST_PATH, target)
+        return self._pipeline(conv, agents, master, message)
+
+    def _pipeline(self, conv: Conversation, agents: list[Agent], master: Agent, message: str) -> RouteDecision:
+        rt = self._rt
+        history = [(m.role, m.content or "") for m in message_store.recent_chat(rt.db, conv.id)]
+        query = rewrite_query(rt.model, rt.settings.stage_model("rewrite") or None, history, message,
+                              lambda name: rt.active_agents.set_active_agent(conv.id, name))
+        role = self._intent(conv, query)
+        target = self._dispatch(conv, agents, master, role)
+        return RouteDecision(PIPELINE, target, rewritten=query if query != message else None)
+
+    def _intent(self, conv: Conversation, query: str) -> str:
+        rt = self._rt
+        return recognize_intent(rt.model, rt.settings.stage_model("intent") or None, rt.profiles, query,
+                                rt.master.name, lambda name: rt.active_agents.set_active_agent(conv.id, name))
+
+    def _dispatch(self, conv: Conversation, agents: list[Agent], master: Agent, role: str) -> Agent:
+        """The master, or the newest live sub-agent of the role (created when there is none)."""
+        if role == master.role:
+            return master
+        live = [a for a in agents if a.role == role and a.kind == "sub_agent" and not a.terminated]
+        if live:
+            return live[-1]
+        return self._rt.sub_agents.create_sub_agent(master, role, "Help the user directly with their requests.")

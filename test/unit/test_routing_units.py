@@ -1,0 +1,93 @@
+"""Pure parts of routing: continuation detection, stage-answer parsing, profile and signal files."""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.agents.profiles import DEFAULT_PROFILES_FILE, ProfileError, load_profiles
+from modules.multi_agent.fast_path import RoutingSignals, SignalsError, load_routing_signals, normalise
+from modules.multi_agent.pipeline import parse_intent
+from modules.suggestions import parse_suggestions
+
+SIGNALS = load_routing_signals(None)
+TOOLS = {"run_command", "create_sub_agent", "send_message_to_sub_agent", "answer_sub_agent_question",
+         "terminate_sub_agent", "ask_user", "ask_master", "ask_other_agent", "answer_other_agent"}
+
+
+@pytest.mark.parametrize("message", [
+    "确认", "确认。", "  继续  ", "好的！", "ＯＫ", "OK!", "Yes.", "继续 👍", "好的，继续", "ok 确认", "好的继续",
+    "修改一下", "重新来", "不对", "confirm", "go on", "再来!!",
+])
+def test_continuations(message):
+    assert SIGNALS.is_continuation(message)
+
+
+@pytest.mark.parametrize("message", [
+    "换个城市", "另外一件事", "我不想要这个", "重新提交", "重新申请", "那上海呢", "帮我查一下杭州的差旅政策",
+    "ok but change the date", "yes please book it", "", "   ", "好的" * 20, "by the way, ok",
+])
+def test_not_continuations(message):
+    assert not SIGNALS.is_continuation(message)
+
+
+def test_the_veto_does_real_work():
+    # "重新提交" is made only of continuation words ("重新" + "提交"), so without the veto it would pass
+    bare = RoutingSignals.of(["重新", "提交"], [])
+    assert bare.is_continuation("重新提交")
+    assert not RoutingSignals.of(["重新", "提交"], ["重新提交"]).is_continuation("重新提交")
+
+
+def test_normalise():
+    assert normalise("  ＯＫ！！ ") == "ok"
+    assert normalise("继续🙂") == "继续"
+    assert normalise("好的。。。") == "好的"
+
+
+def test_quick_actions_keep_the_configured_order():
+    assert SIGNALS.quick_actions()[:3] == ["确定", "确认", "提交"]
+
+
+@pytest.mark.parametrize(("answer", "agent"), [
+    ('{"agent": "InfoAgent"}', "InfoAgent"),
+    ('```json\n{"agent": " BookingAgent "}\n```', "BookingAgent"),
+    ("InfoAgent", None), ('{"agent": 3}', None), ("{broken", None), ('["InfoAgent"]', None),
+])
+def test_parse_intent(answer, agent):
+    assert parse_intent(answer) == agent
+
+
+def test_parse_suggestions():
+    assert parse_suggestions('{"questions": ["确认", "确认", " x ", 5, "", "a", "b", "c"]}') == ["确认", "x", "a", "b"]
+    assert parse_suggestions("no json") == []
+    assert parse_suggestions('{"questions": "确认"}') == []
+
+
+def test_default_profiles_load_with_the_master_first():
+    profiles = load_profiles(None, TOOLS)
+    assert list(profiles)[0] == "MasterAgent"
+    assert {"InfoAgent", "BookingAgent", "CoderAgent"} <= set(profiles)
+    assert DEFAULT_PROFILES_FILE.exists()
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ('[[agent]]\nname = "lower"\ndescription = "d"\nsystem_prompt = "p"\ntools = []\nkind = "master"\n', "`name`"),
+    ('[[agent]]\nname = "A"\nsystem_prompt = "p"\ntools = []\nkind = "master"\n', "`description`"),
+    ('[[agent]]\nname = "A"\ndescription = "d"\nsystem_prompt = "p"\ntools = "x"\nkind = "master"\n', "`tools`"),
+    ('[[agent]]\nname = "A"\ndescription = "d"\nsystem_prompt = "p"\ntools = []\n', "`kind`"),
+    ('[[agent]]\nname = "A"\ndescription = "d"\nsystem_prompt = "p"\ntools = []\nkind = "boss"\n', "`kind`"),
+    ("agent = 1\n", "[[agent]]"),
+    ("not toml [", "not valid TOML"),
+])
+def test_bad_profile_files_name_the_file_and_field(tmp_path, body, field):
+    path = tmp_path / "p.toml"
+    path.write_text(body)
+    with pytest.raises(ProfileError) as err:
+        load_profiles(path, TOOLS)
+    assert str(path) in str(err.value) and field in str(err.value)
+
+
+def test_bad_signals_file(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('continuation = ["ok"]\ntopic_switch = "x"\n')
+    with pytest.raises(SignalsError, match="topic_switch"):
+        load_routing_signals(path)
