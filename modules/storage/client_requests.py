@@ -12,6 +12,8 @@ from modules.storage.models import ClientRequest
 from modules.storage.records import now
 
 IN_PROGRESS: dict[str, Any] = {"in_progress": True}
+# A reservation this old never got its answer: the process that made it died mid-send.
+ABANDONED_AFTER_S = 120.0
 
 
 def reserve(db: Database, user_id: int, client_message_id: str) -> dict[str, Any] | None:
@@ -24,7 +26,16 @@ def reserve(db: Database, user_id: int, client_message_id: str) -> dict[str, Any
     except IntegrityError:
         with db.read() as s:
             row = s.get(ClientRequest, (user_id, client_message_id))
-        return IN_PROGRESS if row is None else row.response
+        if row is None:
+            return IN_PROGRESS
+        if row.response == IN_PROGRESS and now() - row.created_at > ABANDONED_AFTER_S:
+            with db.write() as s:
+                taken = s.execute(update(ClientRequest).where(
+                    ClientRequest.user_id == user_id, ClientRequest.client_message_id == client_message_id,
+                    ClientRequest.created_at == row.created_at,
+                ).values(created_at=now())).rowcount == 1
+            return None if taken else IN_PROGRESS
+        return row.response
 
 
 def complete(db: Database, user_id: int, client_message_id: str, response: dict[str, Any]) -> None:

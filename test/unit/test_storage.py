@@ -11,6 +11,7 @@ from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
 from modules.storage.messages import MessageDraft
+from modules.storage.models import ClientRequest
 from modules.storage.session_store import SessionStore
 from modules.storage.users import get_or_create_user
 from test.db_urls import fresh_database
@@ -126,3 +127,13 @@ def test_agent_state_transitions_are_compare_and_set(db):
     assert len([w for w in wins if w is not None]) == 1
     assert [(c.previous, c.state) for c in heard] == [("idle", "running")]
     assert agent_store.get_agent(db, master.id).state == "running"
+
+
+def test_an_abandoned_reservation_can_be_taken_over(db):
+    user = get_or_create_user(db, "alice")
+    assert client_requests.reserve(db, user.id, "m-2") is None
+    assert client_requests.reserve(db, user.id, "m-2") == client_requests.IN_PROGRESS
+    with db.write() as s:
+        row = s.get(ClientRequest, (user.id, "m-2"))
+        row.created_at -= client_requests.ABANDONED_AFTER_S + 1
+    assert client_requests.reserve(db, user.id, "m-2") is None
