@@ -16,6 +16,7 @@ from modules.llm import build_chat_model
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
 from modules.multi_agent.message_router import MessageRouter
+from modules.multi_agent.user_questions import UserQuestions
 from modules.storage.db import Database
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
@@ -62,14 +63,15 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
                                           tail_chars=settings.command_output_tail_chars, spawn=spawn),
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
-        active_agents=ActiveAgentSessionStore(SessionStore(db)),
+        active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
         signals=load_routing_signals(settings.routing_signals_path),
     )
     rt.tasks = TaskManager(rt)
     rt.suggestions = SuggestionService(rt)
     rt.services = AgentServices(
         db=db, settings=settings, router=router, states=rt.agent_states, sub_agents=rt.sub_agents,
-        commands=rt.commands, profiles=profiles, expect_turn=rt.tasks.expect_turn, stop_agent=rt.tasks.stop_agent,
+        commands=rt.commands, profiles=profiles, user_questions=rt.user_questions, expect_turn=rt.tasks.expect_turn,
+        stop_agent=rt.tasks.stop_agent,
     )
     recovered = rt.tasks.recover_interrupted()
     if recovered:

@@ -15,6 +15,7 @@ from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
+from modules.multi_agent.user_questions import UserQuestions
 from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
@@ -41,6 +42,7 @@ class Runtime:
     transport: Transport
     spawn: Callable[..., Any]
     active_agents: ActiveAgentSessionStore
+    user_questions: UserQuestions
     signals: RoutingSignals
     tasks: TaskManager | None = None
     services: AgentServices | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
+from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import messages as message_store
 from modules.storage.models import Agent, Conversation
 from server.errors import ApiError
@@ -36,12 +37,13 @@ class UserMessageRouting:
     def decide(self, conv: Conversation, agents: list[Agent], message: str,
                question_id: str | None) -> RouteDecision:
         rt = self._rt
-        waiter = rt.router.waiting_for_user([a.id for a in agents])
-        if waiter is not None:
-            if question_id and question_id != waiter.question_id:
-                raise ApiError(409, "stale_question",
-                               f"question {question_id} is not pending; the open question is {waiter.question_id}")
-            return RouteDecision(HIL, next(a for a in agents if a.id == waiter.agent_id), waiter.question_id)
+        open_question = self._open_question(conv, agents)
+        if open_question is not None:
+            if question_id and question_id != open_question.question_id:
+                raise ApiError(409, "stale_question", f"question {question_id} is not pending; "
+                                                      f"the open question is {open_question.question_id}")
+            target = next(a for a in agents if a.id == open_question.agent_id)
+            return RouteDecision(HIL, target, open_question.question_id)
         if question_id:
             raise ApiError(409, "stale_question", f"question {question_id} is not pending")
         master = next(a for a in agents if a.kind == "master")
@@ -56,6 +58,16 @@ class UserMessageRouting:
             if target is not None:
                 return RouteDecision(FAST_PATH, target)
         return self._pipeline(conv, agents, master, message)
+
+    def _open_question(self, conv: Conversation, agents: list[Agent]) -> OpenQuestion | None:
+        """An ask_user waiting in this process, else one recorded by another process (its agent waiting)."""
+        waiter = self._rt.router.waiting_for_user([a.id for a in agents])
+        if waiter is not None:
+            return OpenQuestion(waiter.agent_id, waiter.question_id)
+        recorded = self._rt.user_questions.get(conv.id)
+        if recorded and any(a.id == recorded.agent_id and a.state == "waiting" for a in agents):
+            return recorded
+        return None
 
     def _pipeline(self, conv: Conversation, agents: list[Agent], master: Agent, message: str) -> RouteDecision:
         rt = self._rt

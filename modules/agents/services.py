@@ -10,6 +10,7 @@ from modules.agents.profiles import AgentProfile
 from modules.config import Settings
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter
+from modules.multi_agent.user_questions import UserQuestions
 from modules.storage.db import Database
 
 if TYPE_CHECKING:
@@ -32,5 +33,6 @@ class AgentServices:
     sub_agents: SubAgentManager
     commands: BackgroundCommandManager
     profiles: dict[str, AgentProfile]
+    user_questions: UserQuestions
     expect_turn: Callable[[str], TurnWaiter]
     stop_agent: Callable[[str], bool]

@@ -39,6 +39,8 @@ from modules.storage.records import new_id, now
 
 RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
 MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
+# A blocked ask also looks in its queue this often, for answers that no in-process waiter saw.
+RESCAN_S = 0.5
 
 
 class RouteError(ValueError):
@@ -261,18 +263,25 @@ class MessageRouter:
         timeout passes, or the turn is stopped. None on timeout or stop."""
         deadline = time.monotonic() + timeout_s
         try:
-            for row in queue.list_queued(self._db, waiter.agent_id):
-                early = PendingMessage.from_row(row)
-                if waiter.matches(early) and self._resolve(waiter, early):
-                    break
+            self._take_queued_answer(waiter)
+            next_scan = time.monotonic() + RESCAN_S
             while not waiter.event.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or should_stop():
                     break
                 waiter.event.wait(min(poll_s, remaining))
+                if time.monotonic() >= next_scan:  # an answer queued by another server process
+                    self._take_queued_answer(waiter)
+                    next_scan = time.monotonic() + RESCAN_S
             return waiter.answer
         finally:
             self.end_ask(waiter)
+
+    def _take_queued_answer(self, waiter: AskWaiter) -> None:
+        for row in queue.list_queued(self._db, waiter.agent_id):
+            queued = PendingMessage.from_row(row)
+            if waiter.matches(queued) and self._resolve(waiter, queued):
+                return
 
     def end_ask(self, waiter: AskWaiter) -> None:
         with self._lock:
@@ -282,6 +291,12 @@ class MessageRouter:
     def waiting_for_user(self, agent_ids: list[str]) -> AskWaiter | None:
         with self._lock:
             return next((w for a in agent_ids if (w := self._waiters.get(a)) and w.from_user), None)
+
+    def take(self, message_id: str, consumed_by: str) -> PendingMessage | None:
+        """Consume one queued message by compare-and-set (None when someone else took it)."""
+        with self._db.write() as s:
+            row = queue.take_in(s, message_id, consumed_by=consumed_by)
+            return PendingMessage.from_row(row) if row is not None else None
 
     def _resolve(self, waiter: AskWaiter, message: PendingMessage) -> bool:
         """Hand the message to the blocked call: taken from the queue by compare-and-set, so once."""

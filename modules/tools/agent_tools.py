@@ -12,6 +12,7 @@ from typing import Any
 
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.models import Agent
@@ -55,7 +56,26 @@ def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if waiter is None:
         return {"success": True, **base, "status": "running in the background",
                 "note": "You will receive a notice when it finishes; do not report its result before that."}
-    result = waiter.wait(svc.settings.sub_agent_timeout_s, ctx.should_stop)
+    asked: list[PendingMessage] = []
+
+    def interrupted() -> bool:
+        """A question from the awaited sub-agent ends the wait: we could not answer it while blocked."""
+        if ctx.should_stop():
+            return True
+        for row in queue.list_queued(svc.db, ctx.agent_id):
+            if row.type == "ask" and row.source_agent_id == agent.id:
+                taken = svc.router.take(row.id, consumed_by=ctx.task_id or "create_sub_agent")
+                if taken is not None:
+                    asked.append(taken)
+                    return True
+        return False
+
+    result = waiter.wait(svc.settings.sub_agent_timeout_s, interrupted)
+    if asked:
+        return {"success": True, **base, "status": "asking", "question_id": asked[0].question_id,
+                "question": asked[0].content,
+                "note": "The sub-agent waits for your answer: call answer_sub_agent_question. Its final answer "
+                        "will arrive later as a notice."}
     if result is None:
         return _error("stopped or timed out while waiting; the sub-agent goes on in the background and "
                       "you will receive a notice when it finishes", **base)
@@ -166,12 +186,14 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return _error(f"options must be at most {MAX_OPTIONS} non-empty strings")
     question_id = f"q_{uuid.uuid4().hex[:12]}"
     waiter = svc.router.begin_ask(ctx.agent_id, question_id, None, from_user=True)
+    svc.user_questions.open(ctx.conversation_id, OpenQuestion(ctx.agent_id, question_id))
     svc.states.transition(ctx.agent_id, agent_state.WAITING)
     try:
         ctx.emit("ask_user", {"question_id": question_id, "question": question, "options": options,
                               "display_name": ctx.agent_display_name})
         answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
     finally:
+        svc.user_questions.close(ctx.conversation_id, question_id)
         svc.states.transition(ctx.agent_id, agent_state.RUNNING)
     if answer is None:
         reason = "stopped by the user" if ctx.should_stop() else \

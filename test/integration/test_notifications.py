@@ -7,7 +7,7 @@ import threading
 import time
 
 from test.conftest import event_types
-from test.scripted_llm import match_system, text, tool_calls
+from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
 
@@ -241,3 +241,29 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
     users = [m["content"] for m in history(server, cid) if m["role"] == "user"]
     assert sorted(u for u in users if u.startswith("user ")) == [f"user {i}" for i in range(5)]
     assert len(users) == 1 + 5 + 5  # first message, five user messages, five notices, each once
+
+
+def test_a_blocking_sub_agent_that_asks_its_master_does_not_deadlock(make_server, llm):
+    server = make_server(env={"ASK_TIMEOUT_S": "20"})
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "find the budget",
+                                                "run_in_background": False})), match=MASTER)
+    llm.script(dynamic(lambda body: tool_calls(("answer_sub_agent_question", {
+        "question_id": json.loads(body["messages"][-1]["content"])["question_id"], "answer": "500 EUR"}))),
+        match=MASTER)
+    llm.script(text("Asked and answered."), match=MASTER)
+    llm.script(text("The budget is noted."), match=MASTER)
+    llm.script(tool_calls(("ask_master", {"question": "What budget?"})), match=sub(1))
+    llm.script(text("Budget: 500 EUR"), match=sub(1))
+    sent = server.send("delegate and wait")
+    task = server.wait_task(sent["task_id"], timeout=30)
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    assert results[0]["status"] == "asking" and results[0]["question"] == "What budget?"
+    assert results[1]["success"] is True and results[1]["delivery"] == "resolved"
+    cid = sent["conversation_id"]
+    info = wait_until(lambda: (m := history(server, cid, "InfoAgent_1")) and
+                      any(x["role"] == "assistant" and x["content"] == "Budget: 500 EUR" for x in m) and m,
+                      what="sub-agent finished")
+    ask_result = json.loads(next(m for m in info if m["role"] == "tool")["content"])
+    assert ask_result["answer"] == "500 EUR"
+    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="completion notice")
+    assert server.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
