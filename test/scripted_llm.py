@@ -274,6 +274,7 @@ class ScriptedLLMServer:
 
     def _take(self, body: dict, headers: dict[str, str], step: Step | None = None) -> RecordedRequest:
         """Record the request and pick its step (`step` forces one, e.g. for an unreadable body)."""
+        received_at, received_wall = time.monotonic(), time.time()
         with self._lock:
             if step is None:
                 stage = is_stage_request(body)
@@ -284,10 +285,11 @@ class ScriptedLLMServer:
                         step = candidate
                         del self._queue[i]
                         break
-            if isinstance(step, DynamicStep):
-                step = step.build(body)
+        if isinstance(step, DynamicStep):
+            step = step.build(body)  # outside the lock: a slow builder must not hold up other requests
+        with self._lock:
             ids = [f"call_{next(self._call_ids)}" for _ in step.calls] if isinstance(step, ToolCallsStep) else []
-            record = RecordedRequest(body, headers, time.monotonic(), step, ids)
+            record = RecordedRequest(body, headers, received_at, step, ids, received_wall=received_wall)
             self._requests.append(record)
             self._lock.notify_all()
             return record

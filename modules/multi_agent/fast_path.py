@@ -44,12 +44,14 @@ class RoutingSignals:
     continuation: frozenset[str]
     topic_switch: tuple[str, ...]
     quick_action_words: tuple[str, ...]  # the continuation list as configured, in its order
+    compact_words: frozenset[str]  # the continuation words without separators ("go on" -> "goon")
 
     @classmethod
     def of(cls, continuation: list[str], topic_switch: list[str]) -> RoutingSignals:
         words = tuple(dict.fromkeys(w.strip() for w in continuation if normalise(w)))
-        return cls(frozenset(normalise(w) for w in words), tuple(normalise(w) for w in topic_switch if normalise(w)),
-                   words)
+        normalised = frozenset(normalise(w) for w in words)
+        return cls(normalised, tuple(normalise(w) for w in topic_switch if normalise(w)), words,
+                   frozenset(_SEPARATORS.sub("", w) for w in normalised))
 
     def is_continuation(self, message: str) -> bool:
         text = normalise(message)
@@ -59,14 +61,15 @@ class RoutingSignals:
             return False
         if text in self.continuation:
             return True
-        return all(self._covers(part) for part in _SEPARATORS.split(text) if part)
+        return self._covers(_SEPARATORS.sub("", text))
 
-    def _covers(self, part: str) -> bool:
-        """Whether `part` is a concatenation of continuation words ("好的继续")."""
-        reachable = [True] + [False] * len(part)
-        for end in range(1, len(part) + 1):
-            reachable[end] = any(reachable[start] and part[start:end] in self.continuation for start in range(end))
-        return reachable[-1]
+    def _covers(self, compact: str) -> bool:
+        """Whether `compact` (separators removed) is a run of continuation words ("好的继续", "okgoahead")."""
+        reachable = [True] + [False] * len(compact)
+        for end in range(1, len(compact) + 1):
+            reachable[end] = any(reachable[start] and compact[start:end] in self.compact_words
+                                 for start in range(end))
+        return bool(compact) and reachable[-1]
 
     def quick_actions(self, limit: int = 40) -> list[str]:
         return list(self.quick_action_words[:limit])

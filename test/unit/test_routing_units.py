@@ -16,7 +16,7 @@ TOOLS = {"run_command", "create_sub_agent", "send_message_to_sub_agent", "answer
 
 @pytest.mark.parametrize("message", [
     "确认", "确认。", "  继续  ", "好的！", "ＯＫ", "OK!", "Yes.", "继续 👍", "好的，继续", "ok 确认", "好的继续",
-    "修改一下", "重新来", "不对", "confirm", "go on", "再来!!",
+    "修改一下", "重新来", "不对", "confirm", "go on", "再来!!", "ok go ahead", "Yes, go ahead.", "okay,  go on",
 ])
 def test_continuations(message):
     assert SIGNALS.is_continuation(message)
