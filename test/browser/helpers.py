@@ -1,0 +1,52 @@
+"""Small page helpers shared by the browser tests."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from playwright.sync_api import Locator, Page, expect
+
+from test.conftest import ServerProcess
+
+
+def send(page: Page, message: str) -> None:
+    box = page.get_by_test_id("message-input")
+    box.fill(message)
+    box.press("Enter")
+    expect(box).to_have_value("")
+
+
+def conversation_id(page: Page) -> str:
+    expect(page).to_have_url(re.compile(r"#/c/[^/]+$"))
+    return page.url.rsplit("#/c/", 1)[1]
+
+
+def assistant(page: Page) -> Locator:
+    return page.get_by_test_id("chat").get_by_test_id("assistant-message")
+
+
+def state(page: Page) -> dict[str, Any]:
+    """The chat state the page exposes for tests (window.__agentChat.state)."""
+    return page.evaluate(
+        "() => { const s = window.__agentChat.state;"
+        " return { running: [...s.running], textMismatches: s.textMismatches,"
+        " conversationId: s.conversationId }; }"
+    )
+
+
+def wait_connected(page: Page) -> None:
+    expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "connected")
+
+
+def only_task(server: ServerProcess, cid: str, timeout: float = 10) -> str:
+    """The id of the conversation's single task (created by the page's send)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tasks = server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
+        if tasks:
+            assert len(tasks) == 1, tasks
+            return tasks[0]["task_id"]
+        time.sleep(0.05)
+    raise TimeoutError(f"no task in conversation {cid}")

@@ -1,0 +1,131 @@
+"""How the page applies the event stream, fed with hand-made events (API.md shapes).
+
+The events go through the same entry as socket events (`chat.ingest`). Their task ids are
+made up; their indexes are contiguous, so the page never needs to fetch the log of those
+tasks. The real server still serves the conversation and takes the messages the page sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from test.browser.helpers import assistant
+from test.scripted_llm import text
+
+
+def _open_conversation(open_page, server) -> tuple[Any, str, str]:
+    conv = server.post("/api/conversations", {"title": "synthetic events"}).json()
+    cid, master = conv["conversation_id"], conv["agents"][0]["agent_id"]
+    page = open_page(server, path=f"/#/c/{cid}")
+    expect(page.get_by_test_id("conversation-title")).to_have_text("synthetic events")
+    expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
+    return page, cid, master
+
+
+def _inject(page, cid: str, agent_id: str, task_id: str, events: list[tuple[int, str, dict]]) -> None:
+    payload = [
+        {"type": kind, "data": {**data, "task_id": task_id, "conversation_id": cid, "agent_id": agent_id, "idx": idx}}
+        for idx, kind, data in events
+    ]
+    page.evaluate("(evs) => evs.forEach((e) => window.__agentChat.chat.ingest(e))", payload)
+
+
+def _user(message_id: str, message: str, **extra: Any) -> dict:
+    return {"message": message, "message_id": message_id, "source": "user", "visibility": "chat",
+            "starts_work": True, "metadata": {}, **extra}  # fmt: skip
+
+
+def test_notices_chips_questions_and_badges_from_the_event_stream(open_page, ui_server, llm):
+    page, cid, master = _open_conversation(open_page, ui_server)
+    notice = {
+        "message": "InfoAgent_1 finished: the answer is 42\nfull report follows",
+        "message_id": "notice-1",
+        "source": "sub_agent",
+        "visibility": "compact",
+        "starts_work": False,
+        "metadata": {"sub_agent_notice": True, "sub_agent_id": "agent-y", "task_id": "nested-task"},
+    }
+    _inject(
+        page,
+        cid,
+        master,
+        "task-a",
+        [
+            (0, "user_message", _user("user-1", "compute the answer")),
+            (1, "route", {"route": "pipeline", "delivery": "triggered_new_turn", "target_agent": "MasterAgent"}),
+            (2, "ai_message_start", {"message_id": "reply-1", "display_name": "MasterAgent"}),
+            (3, "text_chunk", {"message_id": "reply-1", "content": "Working "}),
+            (4, "user_message", notice),
+            (4, "user_message", notice),  # the same event twice
+            (5, "user_message", {**_user("hidden-1", "secret steering"), "visibility": "hidden"}),
+            (6, "text_chunk", {"message_id": "reply-1", "content": "on it."}),
+            (7, "text_end", {"message_id": "reply-1", "content": "Working on it."}),
+            (8, "suggestions", {"questions": ["continue", "show the report"], "message_id": "reply-1"}),
+        ],
+    )
+    # the same notice again, from another task's log (socket echo + log replay)
+    _inject(page, cid, master, "task-b", [(0, "user_message", notice)])
+
+    expect(page.get_by_test_id("user-message")).to_have_count(1)
+    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
+    notices = page.get_by_test_id("notice")
+    expect(notices).to_have_count(1)
+    expect(notices.get_by_test_id("notice-text")).to_have_text("InfoAgent_1 finished: the answer is 42")
+    expect(page.get_by_text("secret steering")).to_have_count(0)
+    reply = assistant(page)
+    expect(reply.get_by_test_id("assistant-text")).to_have_text("Working on it.")
+    expect(page.get_by_test_id("suggestion-chip")).to_have_text(["continue", "show the report"])
+    expect(page.get_by_test_id("stop-button")).to_be_visible()
+
+    # a question from an agent, then the waiting line
+    _inject(
+        page,
+        cid,
+        master,
+        "task-b",
+        [
+            (1, "ask_user", {"question_id": "q-1", "question": "Which format?", "options": ["CSV", "JSON"]}),
+            (2, "sub_agent_waiting", {"count": 1, "tasks": [{"agent_id": "agent-y", "summary": "InfoAgent_1"}]}),
+        ],
+    )
+    card = page.get_by_test_id("ask-card")
+    expect(card.get_by_test_id("ask-question")).to_have_text("Which format?")
+    expect(card.get_by_test_id("ask-option")).to_have_text(["CSV", "JSON"])
+    expect(page.get_by_test_id("sub-agent-waiting")).to_contain_text("1 sub-agent")
+    _inject(page, cid, master, "task-a", [(9, "task_complete", {"has_running_sub_agents": True})])
+    _inject(page, cid, master, "task-b", [(3, "task_complete", {"has_running_sub_agents": False})])
+    expect(page.get_by_test_id("stop-button")).to_have_count(0)
+    expect(page.get_by_test_id("sub-agent-waiting")).to_have_count(0)
+
+    # answering sends the text with the question id; the server knows no such open question here
+    card.get_by_test_id("ask-option").filter(has_text="JSON").click()
+    expect(card).to_have_attribute("data-answered", "true")
+    expect(card.get_by_test_id("ask-answer")).to_contain_text("no longer open")
+    expect(page.get_by_test_id("suggestion-chip")).to_have_count(0)
+    expect(page.get_by_test_id("user-message")).to_have_count(2)
+    expect(page.get_by_test_id("user-message").last.get_by_test_id("send-error")).to_contain_text("not pending")
+    assert page.evaluate("() => window.__agentChat.state.textMismatches") == 0
+
+
+def test_a_suggestion_chip_sends_its_text(open_page, ui_server, llm):
+    page, cid, master = _open_conversation(open_page, ui_server)
+    _inject(
+        page,
+        cid,
+        master,
+        "task-c",
+        [
+            (0, "ai_message_start", {"message_id": "reply-9", "display_name": "MasterAgent"}),
+            (1, "text_end", {"message_id": "reply-9", "content": "Shall I go on?"}),
+            (2, "suggestions", {"questions": ["continue"], "message_id": "reply-9"}),
+            (3, "task_complete", {}),
+        ],
+    )
+    llm.script(text("Going on."))
+    page.get_by_test_id("suggestion-chip").click()
+    expect(page.get_by_test_id("user-message").get_by_test_id("user-text")).to_have_text("continue")
+    expect(page.get_by_test_id("suggestion-chip")).to_have_count(0)
+    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Going on.")

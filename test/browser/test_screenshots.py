@@ -1,0 +1,87 @@
+"""Screenshots of the main screens (and a check that they render).
+
+`UPDATE_SCREENSHOTS=1 pytest test/browser/test_screenshots.py` writes them to docs/screenshots/;
+otherwise they go to a temporary directory.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from playwright.sync_api import expect
+
+from test.browser.conftest import PHONE, screenshot_dir
+from test.browser.helpers import assistant, conversation_id, send
+from test.scripted_llm import match_system, text, tool_calls
+
+MASTER = match_system("You are MasterAgent")
+SUGGEST = match_system("You suggest what the user may want to say next")
+
+REPLY = (
+    "The workspace holds a small Flask service; its entry point:\n\n"
+    '```python\napp = create_app()\nif __name__ == "__main__":\n    app.run(port=5000)\n```\n\n'
+    "**Next:** CoderAgent_1 runs the suite and InfoAgent_1 checks the packaging guide; "
+    "I will report back when they finish."
+)
+DESKTOP_SHOT = {"width": 1360, "height": 1080}
+
+
+def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
+    out = screenshot_dir(tmp_path)
+    coder_gate, info_gate = threading.Event(), threading.Event()
+    llm.script(
+        tool_calls(("run_command", {"command": "ls -la && python3 --version"}), text="Let me look first."),
+        tool_calls(
+            ("create_sub_agent", {"role": "CoderAgent", "task": "Run the test suite and report failures"}),
+            ("create_sub_agent", {"role": "InfoAgent", "task": "Check the Python packaging guide"}),
+            text="I'll split the work.",
+        ),
+        text(REPLY, chunk_size=40),
+        text("CoderAgent_1 reports that **all 12 tests pass**."),
+        text("InfoAgent_1 confirms the packaging layout is fine."),
+        match=MASTER,
+    )
+    llm.script(text("All 12 tests pass.", wait=coder_gate), match=match_system("You are CoderAgent_1 "))
+    llm.script(text("The layout follows the guide.", wait=info_gate), match=match_system("You are InfoAgent_1 "))
+    llm.script(text('{"questions": ["continue", "Show the slowest tests", "Add a README"]}'), match=SUGGEST)
+    page = open_page(ui_server, viewport=DESKTOP_SHOT)
+    try:
+        send(page, "What is in the workspace, and do the tests pass?")
+        expect(assistant(page).get_by_test_id("assistant-text").filter(has_text="Next:")).to_have_count(1)
+        coder_gate.set()
+        expect(page.get_by_test_id("notice")).to_have_count(1)
+        expect(assistant(page).last.get_by_test_id("assistant-text")).to_contain_text("all 12 tests pass")
+        expect(page.get_by_test_id("suggestion-chip")).to_have_count(3)
+        page.get_by_test_id("tool-toggle").first.click()
+        expect(page.get_by_test_id("tool-output")).to_be_visible()
+        expect(page.get_by_test_id("agent-row").filter(has_text="InfoAgent_1")).to_have_attribute(
+            "data-state", "running"
+        )
+        assistant(page).last.scroll_into_view_if_needed()
+        page.screenshot(path=out / "chat-desktop.png")
+
+        page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1").click()
+        history = page.get_by_test_id("agent-history")
+        expect(history.get_by_test_id("assistant-text")).to_have_text("All 12 tests pass.")
+        page.screenshot(path=out / "team-panel.png")
+
+        cid = conversation_id(page)
+        phone = open_page(ui_server, viewport=PHONE, path=f"/#/c/{cid}")
+        expect(assistant(phone).last).to_have_attribute("data-done", "true")
+        phone.screenshot(path=out / "phone-chat.png")
+        phone.get_by_test_id("toggle-conversations").click()
+        expect(phone.get_by_test_id("conversation-sidebar")).to_be_in_viewport()
+        phone.screenshot(path=out / "phone-conversations.png")
+        phone.get_by_test_id("conversation-item").first.click()
+        phone.get_by_test_id("toggle-team").click()
+        expect(phone.get_by_test_id("team-panel").get_by_test_id("agent-row")).to_have_count(3)
+        phone.screenshot(path=out / "phone-team.png")
+    finally:
+        info_gate.set()
+    # let the last follow-up finish here, so no work outlives the test
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text(
+        "InfoAgent_1 confirms the packaging layout is fine."
+    )
+    expect(page.get_by_test_id("stop-button")).to_have_count(0)
+    for name in ("chat-desktop", "team-panel", "phone-chat", "phone-conversations", "phone-team"):
+        assert (out / f"{name}.png").stat().st_size > 10_000
