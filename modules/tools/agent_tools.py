@@ -143,6 +143,12 @@ def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, A
         answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
     finally:
         svc.states.transition(ctx.agent_id, agent_state.RUNNING)
+    if answer is not None and answer.type == "ask":
+        # The agent we asked asked us back instead of answering: hand over its question so we can answer it.
+        return {"success": True, "question_id": question_id, "answer": None, "from": answer.source_display_name,
+                "their_question": answer.content, "their_question_id": answer.question_id,
+                "note": f"{answer.source_display_name} asked you this instead of answering; reply with "
+                        f"answer_other_agent(question_id={answer.question_id!r}), then ask again if needed."}
     if answer is not None:
         return {"success": True, "question_id": question_id, "answer": answer.content,
                 "from": answer.source_display_name}
