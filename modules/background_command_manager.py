@@ -24,6 +24,7 @@ from sqlalchemy import select, update
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.storage import pending_messages as queue
+from modules.storage import processes
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
@@ -69,8 +70,9 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
 
 class BackgroundCommandManager:
     def __init__(self, db: Database, router: MessageRouter, *, logs_dir: Path, tail_chars: int,
-                 spawn: Callable[..., Any]):
+                 spawn: Callable[..., Any], owner: str | None = None):
         self._db = db
+        self._owner = owner
         self._router = router
         self._logs_dir = logs_dir
         self._tail_chars = tail_chars
@@ -88,7 +90,7 @@ class BackgroundCommandManager:
             s.add(BackgroundCommand(
                 id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
                 status=RUNNING, output_truncated=False, timeout_s=timeout_s, log_path=str(log_path),
-                created_at=now(),
+                owner=self._owner, created_at=now(),
             ))
         with self._lock:
             self._cancel[start.command_id] = threading.Event()
@@ -186,12 +188,13 @@ class BackgroundCommandManager:
         return self.has_running(conversation_id) or bool(self.poll_updates(conversation_id))
 
     # -- recovery --------------------------------------------------------
-    def recover_lost(self) -> int:
-        """Commands that were running when the last process died: kill what is left, report them lost."""
+    def recover_lost(self, gone_owners: dict[str, str]) -> int:
+        """Commands whose process died (or was never recorded): kill what is left, report them lost."""
         with self._db.read() as s:
-            orphans = list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.status == RUNNING)))
+            running = s.scalars(select(BackgroundCommand).where(BackgroundCommand.status == RUNNING))
+            orphans = [c for c in running if c.owner is None or c.owner in gone_owners]
         for cmd in orphans:
-            if cmd.pid:
+            if cmd.pid and gone_owners.get(cmd.owner, processes.HOST) == processes.HOST:  # ours to kill
                 try:
                     os.killpg(cmd.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):

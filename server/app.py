@@ -26,6 +26,7 @@ from modules.tools.run_command import RUN_COMMAND
 from server.api import background, conversations, health, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
+from server.cluster import Membership
 from server.errors import register_error_handlers
 from server.runtime import Runtime
 from server.sender import SocketIOTransport
@@ -57,11 +58,14 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     profiles = load_profiles(settings.agent_profiles_path, set(tools.names()))
     spawn = socketio.start_background_task
     router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000)
+    membership = Membership(db)
     rt = Runtime(
         settings=settings, db=db, model=model, tools=tools, profiles=profiles, agent_states=AgentStates(db),
         router=router, sub_agents=SubAgentManager(db, profiles),
         commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
-                                          tail_chars=settings.command_output_tail_chars, spawn=spawn),
+                                          tail_chars=settings.command_output_tail_chars, spawn=spawn,
+                                          owner=membership.process_id),
+        membership=membership,
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
         signals=load_routing_signals(settings.routing_signals_path),
@@ -73,9 +77,10 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         commands=rt.commands, profiles=profiles, user_questions=rt.user_questions, expect_turn=rt.tasks.expect_turn,
         stop_agent=rt.tasks.stop_agent,
     )
-    recovered = rt.tasks.recover_interrupted()
+    recovered = rt.membership.take_over(rt.tasks)
     if recovered:
-        log.warning("marked %d task(s) interrupted by the last shutdown as failed", recovered)
+        log.warning("marked %d task(s) of a stopped server process as failed", recovered)
+    spawn(rt.membership.run, rt.tasks)
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes

@@ -19,6 +19,7 @@ from modules.multi_agent.user_questions import UserQuestions
 from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
+from server.cluster import Membership
 from server.sender import Transport
 from server.tasks.event_log import EventLog
 
@@ -38,6 +39,7 @@ class Runtime:
     router: MessageRouter
     sub_agents: SubAgentManager
     commands: BackgroundCommandManager
+    membership: Membership
     event_log: EventLog
     transport: Transport
     spawn: Callable[..., Any]

@@ -88,6 +88,8 @@ class Task(Base):
     trigger_message_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    stop_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[float] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
@@ -162,6 +164,19 @@ class BackgroundCommand(Base):
     timeout_s: Mapped[float] = mapped_column(Double)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     log_path: Mapped[str] = mapped_column(String(512))
+    owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
     error: Mapped[str | None] = mapped_column(String(512), nullable=True)
     created_at: Mapped[float] = mapped_column(Double)
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+
+
+class ServerProcess(Base):
+    """A running server process; its heartbeat tells the others whether its work is still in hand."""
+
+    __tablename__ = "server_processes"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Double)
+    heartbeat_at: Mapped[float] = mapped_column(Double, index=True)

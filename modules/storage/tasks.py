@@ -16,11 +16,12 @@ FINAL_STATUSES = ("succeeded", "failed", "stopped")
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
-                   trigger_message_id: str | None = None) -> Task:
+                   trigger_message_id: str | None = None, owner: str | None = None) -> Task:
     """A pending task, written inside the caller's transaction (with its trigger message)."""
     task = Task(
         id=new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
-        status="pending", trigger_message_id=trigger_message_id, created_at=now(),
+        status="pending", trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
+        created_at=now(),
     )
     session.add(task)
     session.flush()
@@ -86,3 +87,22 @@ def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000
             select(TaskEvent).where(TaskEvent.task_id == task_id, TaskEvent.idx >= from_idx)
             .order_by(TaskEvent.idx).limit(limit)
         ))
+
+
+def request_stop(db: Database, task_id: str) -> bool:
+    with db.write() as s:
+        return s.execute(update(Task).where(Task.id == task_id, Task.status.in_(ACTIVE_STATUSES))
+                         .values(stop_requested=True)).rowcount == 1
+
+
+def stop_requested(db: Database, task_ids: list[str]) -> list[str]:
+    if not task_ids:
+        return []
+    with db.read() as s:
+        return list(s.scalars(select(Task.id).where(Task.id.in_(task_ids), Task.stop_requested.is_(True))))
+
+
+def active_task_of_agent(db: Database, agent_id: str) -> str | None:
+    with db.read() as s:
+        return s.scalars(select(Task.id).where(Task.agent_id == agent_id, Task.status.in_(ACTIVE_STATUSES))
+                         .order_by(Task.created_at.desc()).limit(1)).first()

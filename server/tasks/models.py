@@ -24,6 +24,7 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
+from modules.storage.records import now
 from modules.sub_agent.manager import TurnResult
 from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
 from server.chat_flow_task_support import close_open_tool_calls, emit_user_message
@@ -89,8 +90,10 @@ class TaskManager:
 
     # -- queries ---------------------------------------------------------
     def active_task_of_agent(self, agent_id: str) -> str | None:
+        """The agent's task in progress, run by this process or, failing that, by another one."""
         with self._lock:
-            return self._by_agent.get(agent_id)
+            task_id = self._by_agent.get(agent_id)
+        return task_id or task_store.active_task_of_agent(self._rt.db, agent_id)
 
     def is_running_here(self, task_id: str) -> bool:
         with self._lock:
@@ -116,7 +119,8 @@ class TaskManager:
         try:
             with rt.db.write() as s:
                 task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
-                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent")
+                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
+                                                 owner=rt.membership.process_id)
                 drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
                                                         last_starts_work=True)
                 if not drained:
@@ -285,42 +289,68 @@ class TaskManager:
 
     # -- stopping --------------------------------------------------------
     def stop(self, task_id: str) -> bool:
-        """Ask a task to stop. False when it is not in progress."""
+        """Ask a task to stop. False when it is not in progress.
+
+        A task run by another live process is flagged in the database; that process's
+        membership loop sees the flag within a second and stops it.
+        """
         with self._lock:
             running = self._running.get(task_id)
         if running is not None:
             running.turn.stop_event.set()
             return True
-        task = task_store.get_task(self._rt.db, task_id)
+        rt = self._rt
+        task = task_store.get_task(rt.db, task_id)
         if task is None or task.status not in task_store.ACTIVE_STATUSES:
             return False
-        # Active in the database but run by no one here: an orphan of a dead process.
-        return task_store.set_task_status(self._rt.db, task_id, STOPPED, expected=task_store.ACTIVE_STATUSES)
+        if task.owner and task.owner in rt.membership.alive():
+            return task_store.request_stop(rt.db, task_id)
+        # Active in the database but run by no live process: an orphan of a dead one.
+        return task_store.set_task_status(rt.db, task_id, STOPPED, expected=task_store.ACTIVE_STATUSES)
 
     def stop_agent(self, agent_id: str) -> bool:
         task_id = self.active_task_of_agent(agent_id)
         return self.stop(task_id) if task_id else False
 
+    def apply_stop_requests(self) -> None:
+        """Stop the tasks of this process that another process was asked to stop."""
+        with self._lock:
+            mine = dict(self._running)
+        for task_id in task_store.stop_requested(self._rt.db, list(mine)):
+            mine[task_id].turn.stop_event.set()
+
     # -- recovery --------------------------------------------------------
-    def recover_interrupted(self) -> int:
-        """After a crash: fail the tasks that were in progress, close their agents' open tool calls,
-        put the agents back to idle, report lost background commands, and give every idle agent
-        with queued messages its turn."""
+    def recover_interrupted(self, gone: dict[str, str], *, orphan_grace_s: float = 5.0) -> int:
+        """Take over the work of server processes that are gone (or never recorded): fail their
+        tasks, close their agents' open tool calls, put the agents back to idle, report their
+        background commands lost, and give every idle agent with queued messages its turn.
+
+        Each task is claimed by compare-and-set, so two processes never recover it twice.
+        """
         rt = self._rt
-        interrupted = task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)
-        for task in interrupted:
+        me = rt.membership.process_id
+        error = {"code": "interrupted", "message": "the server process running this task stopped"}
+        recovered = 0
+        for task in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES):
+            if task.owner == me or (task.owner is not None and task.owner not in gone):
+                continue
+            if not task_store.set_task_status(rt.db, task.id, FAILED, error=error,
+                                              expected=task_store.ACTIVE_STATUSES):
+                continue
             close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
-            error = {"code": "interrupted", "message": "the server restarted while this task was running"}
-            sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
-                                     conversation_id=task.conversation_id, agent_id=task.agent_id)
-            sender.emit("error", {**error, "has_running_sub_agents": False,
-                                  "has_running_background_commands": False})
-            task_store.set_task_status(rt.db, task.id, FAILED, error=error)
+            TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
+                            agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
+                                                                   "has_running_background_commands": False})
             rt.event_log.forget(task.id)
+            rt.agent_states.transition(task.agent_id, agent_state.IDLE, force=True)
+            recovered += 1
+        busy = {t.agent_id for t in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)}
         for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
-            close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
-            rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
-        rt.commands.recover_lost()
+            # Running with no task anywhere: a process died between claiming the agent and starting its task.
+            if agent.id not in busy and now() - agent.updated_at > orphan_grace_s:
+                close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
+                rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
+        rt.commands.recover_lost(gone)
         for agent_id in queue.agents_with_queued(rt.db):
             self.wake(agent_id)
-        return len(interrupted)
+        return recovered

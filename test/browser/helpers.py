@@ -9,6 +9,9 @@ from typing import Any
 from playwright.sync_api import Locator, Page, expect
 
 from test.conftest import ServerProcess
+from test.scripted_llm import match_system
+
+SUGGEST = match_system("You suggest what the user may want to say next")
 
 
 def send(page: Page, message: str) -> None:
@@ -50,3 +53,9 @@ def only_task(server: ServerProcess, cid: str, timeout: float = 10) -> str:
             return tasks[0]["task_id"]
         time.sleep(0.05)
     raise TimeoutError(f"no task in conversation {cid}")
+
+
+def suggest_for(user_text: str):
+    """This test's suggestion call. The package shares one server, so a late suggestion call of an
+    earlier test must not take this test's scripted answer."""
+    return lambda body: SUGGEST(body) and user_text in body["messages"][-1]["content"]

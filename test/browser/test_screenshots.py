@@ -11,11 +11,10 @@ import threading
 from playwright.sync_api import expect
 
 from test.browser.conftest import PHONE, screenshot_dir
-from test.browser.helpers import assistant, conversation_id, send
+from test.browser.helpers import assistant, conversation_id, send, suggest_for
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
-SUGGEST = match_system("You suggest what the user may want to say next")
 
 REPLY = (
     "The workspace holds a small Flask service; its entry point:\n\n"
@@ -43,7 +42,8 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
     )
     llm.script(text("All 12 tests pass.", wait=coder_gate), match=match_system("You are CoderAgent_1 "))
     llm.script(text("The layout follows the guide.", wait=info_gate), match=match_system("You are InfoAgent_1 "))
-    llm.script(text('{"questions": ["continue", "Show the slowest tests", "Add a README"]}'), match=SUGGEST)
+    llm.script(text('{"questions": ["continue", "Show the slowest tests", "Add a README"]}'),
+               match=suggest_for("What is in the workspace"))
     page = open_page(ui_server, viewport=DESKTOP_SHOT)
     try:
         send(page, "What is in the workspace, and do the tests pass?")

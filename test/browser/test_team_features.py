@@ -9,11 +9,10 @@ import threading
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant, conversation_id, send
+from test.browser.helpers import assistant, conversation_id, send, suggest_for
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
-SUGGEST = match_system("You suggest what the user may want to say next")
 
 
 def sub(n: int, role: str = "InfoAgent"):
@@ -172,7 +171,8 @@ def test_a_sub_agent_question_is_answered_with_free_text(page, ui_server, llm):
 
 def test_a_suggestion_chip_takes_the_fast_path(page, ui_server, llm):
     llm.script(text("Shall I book the 9:40 train?"), text("Booked the 9:40 train."), match=MASTER)
-    llm.script(text('{"questions": ["continue", "Show me later trains"]}'), match=SUGGEST)
+    llm.script(text('{"questions": ["continue", "Show me later trains"]}'),
+               match=suggest_for("find me a train to Porto"))
     send(page, "find me a train to Porto")
     chips = page.get_by_test_id("suggestion-chip")
     expect(chips).to_have_text(["continue", "Show me later trains"])

@@ -1,0 +1,69 @@
+"""Server processes sharing one database: registration, heartbeats, and which ones are gone.
+
+A process on this host is gone as soon as its pid is; one on another host when
+its heartbeat is older than the timeout. Work owned by a gone process (tasks,
+background commands) is taken over by a live one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from sqlalchemy import select, update
+
+from modules.storage.db import Database
+from modules.storage.models import ServerProcess
+from modules.storage.records import new_id, now
+
+HOST = socket.gethostname()
+
+
+def register(db: Database) -> str:
+    process_id = new_id()
+    ts = now()
+    with db.write() as s:
+        s.add(ServerProcess(id=process_id, host=HOST, pid=os.getpid(), started_at=ts, heartbeat_at=ts))
+    return process_id
+
+
+def heartbeat(db: Database, process_id: str) -> None:
+    with db.write() as s:
+        s.execute(update(ServerProcess).where(ServerProcess.id == process_id).values(heartbeat_at=now()))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_gone(row: ServerProcess, timeout_s: float) -> bool:
+    if row.host == HOST and row.pid != os.getpid():
+        return not _pid_alive(row.pid)
+    return now() - row.heartbeat_at > timeout_s
+
+
+def gone_processes(db: Database, me: str, timeout_s: float) -> dict[str, str]:
+    """Process id -> host of every registered process that is gone."""
+    with db.read() as s:
+        rows = list(s.scalars(select(ServerProcess).where(ServerProcess.id != me)))
+    return {row.id: row.host for row in rows if is_gone(row, timeout_s)}
+
+
+def alive_processes(db: Database, me: str, timeout_s: float) -> set[str]:
+    with db.read() as s:
+        rows = list(s.scalars(select(ServerProcess)))
+    return {row.id for row in rows if row.id == me or not is_gone(row, timeout_s)}
+
+
+def forget(db: Database, process_ids: set[str] | dict[str, str]) -> None:
+    if not process_ids:
+        return
+    with db.write() as s:
+        for row in s.scalars(select(ServerProcess).where(ServerProcess.id.in_(process_ids))):
+            s.delete(row)

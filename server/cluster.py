@@ -1,0 +1,58 @@
+"""This process's membership among the server processes that share one database.
+
+A background loop heartbeats, applies stop requests that other processes wrote
+for this process's tasks, and takes over the work of processes that are gone.
+One process or several, the same code runs: a single process simply finds no
+peers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from modules.storage import processes
+from modules.storage.db import Database
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0
+HEARTBEAT_S = 2.0
+TIMEOUT_S = 10.0
+SWEEP_S = 5.0
+
+
+class Membership:
+    def __init__(self, db: Database):
+        self._db = db
+        self.process_id = processes.register(db)
+
+    def alive(self) -> set[str]:
+        return processes.alive_processes(self._db, self.process_id, TIMEOUT_S)
+
+    def gone(self) -> dict[str, str]:
+        return processes.gone_processes(self._db, self.process_id, TIMEOUT_S)
+
+    def take_over(self, tasks) -> int:
+        """Recover the work of gone processes, then forget them."""
+        gone = self.gone()
+        recovered = tasks.recover_interrupted(gone)
+        processes.forget(self._db, gone)
+        return recovered
+
+    def run(self, tasks) -> None:
+        """The loop; never returns. `tasks` is the TaskManager."""
+        last_beat = last_sweep = time.monotonic()
+        while True:
+            time.sleep(TICK_S)
+            try:
+                tasks.apply_stop_requests()
+                current = time.monotonic()
+                if current - last_beat >= HEARTBEAT_S:
+                    processes.heartbeat(self._db, self.process_id)
+                    last_beat = current
+                if current - last_sweep >= SWEEP_S:
+                    self.take_over(tasks)
+                    last_sweep = current
+            except Exception:
+                log.exception("membership loop failed; retrying")
