@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +108,12 @@ class BackgroundCommandManager:
             )
             status = _status_of(outcome, cancel.is_set())
             error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
-            self._finish(start.command_id, status, outcome.exit_code, outcome.output, outcome.truncated, error)
+            finish = (start.command_id, status, outcome.exit_code, outcome.output, outcome.truncated, error)
         except Exception as exc:
             log.exception("background command %s failed to run", start.command_id)
-            self._finish(start.command_id, "failed", None, "", False, f"could not run: {exc}")
+            finish = (start.command_id, "failed", None, "", False, f"could not run: {exc}")
+        try:
+            self._finish_reliably(*finish)
         finally:
             with self._lock:
                 self._cancel.pop(start.command_id, None)
@@ -118,6 +121,17 @@ class BackgroundCommandManager:
     def _record_pid(self, command_id: str, pid: int) -> None:
         with self._db.write() as s:
             s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id).values(pid=pid))
+
+    def _finish_reliably(self, *finish: Any, attempts: int = 5) -> None:
+        """A passing database hiccup must not leave a finished command `running` with no notice."""
+        for attempt in range(attempts):
+            try:
+                self._finish(*finish)
+                return
+            except Exception:
+                log.exception("could not record the end of background command %s (attempt %d)", finish[0],
+                              attempt + 1)
+                time.sleep(0.2 * 2**attempt)
 
     def _finish(self, command_id: str, status: str, exit_code: int | None, output: str, truncated: bool,
                 error: str | None) -> None:

@@ -30,7 +30,7 @@ def _int(env: dict[str, str], name: str, default: int) -> int:
     return value
 
 
-def _float(env: dict[str, str], name: str, default: float) -> float:
+def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -38,8 +38,8 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError as exc:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, got {value}")
     return value
 
 
@@ -133,8 +133,8 @@ class Settings:
             max_message_chars=_int(env, "MAX_MESSAGE_CHARS", base.max_message_chars),
             max_request_bytes=_int(env, "MAX_REQUEST_BYTES", base.max_request_bytes),
             max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
-            notice_settle_ms=float(env.get("NOTICE_SETTLE_MS", "") or base.notice_settle_ms),
-            demo_chunk_delay_s=float(env.get("DEMO_CHUNK_DELAY_S", "") or base.demo_chunk_delay_s),
+            notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
+            demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,

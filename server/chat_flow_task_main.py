@@ -32,7 +32,8 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
     before its next model call (see `execute_tool_calls`); what arrives after the last model call
     is picked up by the end-of-turn check, `run_completion_poll`."""
     inject_runtime_user_message(rt, turn, sender)
-    for _ in range(rt.settings.max_tool_iterations):
+    limit = rt.settings.max_tool_iterations
+    for iteration in range(limit):
         if turn.stopped():
             return TurnOutcome(STOPPED)
         message_id = new_id()
@@ -48,8 +49,7 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         if not calls:
             return TurnOutcome(SUCCEEDED)
-        execute_tool_calls(rt, turn, sender, calls)
-    limit = rt.settings.max_tool_iterations
+        execute_tool_calls(rt, turn, sender, calls, inline_batch=iteration + 1 < limit)
     return TurnOutcome(FAILED, {"code": "iteration_limit",
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
@@ -61,7 +61,7 @@ def run_completion_poll(rt: Runtime, agent_id: str) -> str | None:
     queued up after the turn's last model call are all still in the agent's
     queue: one follow-up turn takes every one of them, in arrival order, the
     first N-1 as preceding notices and the last as its trigger. Completions
-    that come later wake the agent themselves when they are queued, so nothing
-    polls on a timer.
+    that come later wake the agent themselves when they are queued (the
+    membership sweep's wake is only a safety net).
     """
     return rt.tasks.wake(agent_id)

@@ -15,12 +15,14 @@ from server.sender import EventSender
 STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the task before this call ran"}
 
 
-def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_calls: list[ToolCall]) -> None:
+def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_calls: list[ToolCall],
+                       *, inline_batch: bool = True) -> None:
     """Run the calls in order; once the turn is stopped, the rest are closed with a cancelled result.
 
     Results are written as they come, right after the assistant message, so the
     tool block stays contiguous; the round ends with the inline batch of
-    everything that queued up for the agent meanwhile, after the whole block.
+    everything that queued up for the agent meanwhile, after the whole block
+    (unless no model call follows: then it stays queued for the next turn).
     """
     ctx = ToolContext(
         conversation_id=turn.conversation_id, agent_id=turn.agent_id, agent_display_name=turn.display_name,
@@ -37,5 +39,5 @@ def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_ca
                                       [tool_result_draft(call.id, call.name, result)])
         sender.emit("tool_result", {"tool_call_id": call.id, "name": call.name,
                                     "result": json.dumps(result, ensure_ascii=False)})
-    if not turn.stopped():
+    if inline_batch and not turn.stopped():
         inject_runtime_user_message(rt, turn, sender)

@@ -7,6 +7,8 @@ goes inline into a running turn, or starts a new one.
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +46,8 @@ def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
     message = payload.get("message")
     if not isinstance(message, str) or not message.strip():
         raise ApiError(400, "invalid_message", "`message` must be a non-empty string")
+    if "\x00" in message:
+        raise ApiError(400, "invalid_message", "`message` must not contain NUL characters")
     if len(message) > max_chars:
         raise ApiError(413, "message_too_large", f"`message` is longer than {max_chars} characters")
     return SendRequest(message, _optional_str(payload, "conversation_id", 64),
@@ -59,6 +63,9 @@ class ChatService:
     def __init__(self, rt: Runtime):
         self._rt = rt
         self._routing = UserMessageRouting(rt)
+        # Deciding a route may take model calls; sends to one conversation are routed one at a time, so
+        # a later message can never overtake an earlier one that is still in the pipeline.
+        self._ordering = [threading.Lock() for _ in range(64)]
 
     def send(self, user_id: int, payload: Any,
              on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -104,6 +111,11 @@ class ChatService:
         if on_conversation is not None:
             on_conversation(conv.id)
         rt.suggestions.cancel(conv.id)
+        with self._ordering[zlib.crc32(conv.id.encode()) % len(self._ordering)]:
+            return self._route(conv, req)
+
+    def _route(self, conv, req: SendRequest) -> dict[str, Any]:
+        rt = self._rt
         agents = agent_store.list_agents(rt.db, conv.id)
         decision = self._routing.decide(conv, agents, req.message, req.question_id)
         meta: dict[str, Any] = {"source": "user", "visibility": "chat", "route": decision.route}

@@ -5,6 +5,7 @@ Acknowledgements carry the same answers as the REST calls, errors included.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from flask import request
@@ -17,6 +18,8 @@ from server.auth import Authenticator, bearer_token
 from server.chat_service import ChatService
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 
 def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticator, chat: ChatService) -> None:
@@ -35,6 +38,9 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
                 return fn(data if data is not None else {})
             except ApiError as err:
                 return {**err.body(), "status": err.status}
+            except Exception:
+                log.exception("socket handler %s failed", fn.__name__)
+                return {"success": False, "error": "internal server error", "code": "internal_error", "status": 500}
         wrapper.__name__ = fn.__name__
         return wrapper
 

@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import messages as message_store
 from modules.storage.models import Agent, Conversation
+from modules.sub_agent.manager import SubAgentError
 from server.errors import ApiError
 from server.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 HIL, FAST_PATH, PIPELINE = "hil", "fast_path", "pipeline"
 
@@ -37,13 +41,17 @@ class UserMessageRouting:
     def decide(self, conv: Conversation, agents: list[Agent], message: str,
                question_id: str | None) -> RouteDecision:
         rt = self._rt
-        open_question = self._open_question(conv, agents)
-        if open_question is not None:
-            if question_id and question_id != open_question.question_id:
-                raise ApiError(409, "stale_question", f"question {question_id} is not pending; "
-                                                      f"the open question is {open_question.question_id}")
-            target = next(a for a in agents if a.id == open_question.agent_id)
-            return RouteDecision(HIL, target, open_question.question_id)
+        open_questions = self._open_questions(conv, agents)
+        if open_questions:
+            chosen = open_questions[0]
+            if question_id:
+                chosen = next((q for q in open_questions if q.question_id == question_id), None)
+                if chosen is None:
+                    pending = ", ".join(q.question_id for q in open_questions)
+                    raise ApiError(409, "stale_question",
+                                   f"question {question_id} is not pending; open questions: {pending}")
+            target = next(a for a in agents if a.id == chosen.agent_id)
+            return RouteDecision(HIL, target, chosen.question_id)
         if question_id:
             raise ApiError(409, "stale_question", f"question {question_id} is not pending")
         master = next(a for a in agents if a.kind == "master")
@@ -59,15 +67,15 @@ class UserMessageRouting:
                 return RouteDecision(FAST_PATH, target)
         return self._pipeline(conv, agents, master, message)
 
-    def _open_question(self, conv: Conversation, agents: list[Agent]) -> OpenQuestion | None:
-        """An ask_user waiting in this process, else one recorded by another process (its agent waiting)."""
-        waiter = self._rt.router.waiting_for_user([a.id for a in agents])
-        if waiter is not None:
-            return OpenQuestion(waiter.agent_id, waiter.question_id)
-        recorded = self._rt.user_questions.get(conv.id)
-        if recorded and any(a.id == recorded.agent_id and a.state == "waiting" for a in agents):
-            return recorded
-        return None
+    def _open_questions(self, conv: Conversation, agents: list[Agent]) -> list[OpenQuestion]:
+        """ask_user calls blocked in this process, then those recorded by others (their agent waiting)."""
+        found = {w.question_id: OpenQuestion(w.agent_id, w.question_id, w.since)
+                 for w in self._rt.router.waiting_for_user([a.id for a in agents])}
+        waiting = {a.id for a in agents if a.state == "waiting"}
+        for q in self._rt.user_questions.list(conv.id):
+            if q.question_id not in found and q.agent_id in waiting:
+                found[q.question_id] = q
+        return sorted(found.values(), key=lambda q: q.asked_at)
 
     def _pipeline(self, conv: Conversation, agents: list[Agent], master: Agent, message: str) -> RouteDecision:
         rt = self._rt
@@ -90,4 +98,8 @@ class UserMessageRouting:
         live = [a for a in agents if a.role == role and a.kind == "sub_agent" and not a.terminated]
         if live:
             return live[-1]
-        return self._rt.sub_agents.create_sub_agent(master, role, "Help the user directly with their requests.")
+        try:
+            return self._rt.sub_agents.create_sub_agent(master, role, "Help the user directly with their requests.")
+        except SubAgentError as exc:
+            log.warning("cannot start a %s for the user, the master answers instead: %s", role, exc)
+            return master

@@ -23,6 +23,8 @@ class TurnWaiter(Protocol):
 
     def wait(self, timeout_s: float, should_stop: Callable[[], bool]) -> TurnResult | None: ...
 
+    def cancel(self) -> None: ...
+
 
 @dataclass
 class AgentServices:

@@ -288,9 +288,11 @@ class MessageRouter:
             if self._waiters.get(waiter.agent_id) is waiter:
                 del self._waiters[waiter.agent_id]
 
-    def waiting_for_user(self, agent_ids: list[str]) -> AskWaiter | None:
+    def waiting_for_user(self, agent_ids: list[str]) -> list[AskWaiter]:
+        """The blocked ask_user calls of these agents in this process, oldest first."""
         with self._lock:
-            return next((w for a in agent_ids if (w := self._waiters.get(a)) and w.from_user), None)
+            waiters = [w for a in agent_ids if (w := self._waiters.get(a)) and w.from_user]
+        return sorted(waiters, key=lambda w: w.since)
 
     def take(self, message_id: str, consumed_by: str) -> PendingMessage | None:
         """Consume one queued message by compare-and-set (None when someone else took it)."""

@@ -1,7 +1,9 @@
-"""The open `ask_user` question of each conversation, in the shared session store.
+"""The open `ask_user` questions of each conversation, in the shared session store.
 
-The asking agent's process also holds an in-memory waiter; this record lets any
+The asking agent's process also holds an in-memory waiter; these records let any
 server process see that the user's next message is an answer (route `hil`).
+Several agents may ask at once: each question is its own field, and the user
+answers a given one by its `question_id` (else the oldest).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from modules.storage.records import now
 from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -18,11 +21,10 @@ log = logging.getLogger(__name__)
 class OpenQuestion:
     agent_id: str
     question_id: str
+    asked_at: float = 0.0
 
 
 class UserQuestions:
-    FIELD = "askUser"
-
     def __init__(self, store: SessionStore):
         self._store = store
 
@@ -31,22 +33,22 @@ class UserQuestions:
         return f"{conversation_id}:hil"
 
     def open(self, conversation_id: str, question: OpenQuestion) -> None:
-        self._store.set(self.key(conversation_id), self.FIELD,
-                        {"agent_id": question.agent_id, "question_id": question.question_id})
+        self._store.set(self.key(conversation_id), question.question_id,
+                        {"agent_id": question.agent_id, "asked_at": question.asked_at or now()})
 
     def close(self, conversation_id: str, question_id: str) -> None:
         try:
-            if (self.get(conversation_id) or OpenQuestion("", "")).question_id == question_id:
-                self._store.delete(self.key(conversation_id), self.FIELD)
+            self._store.delete(self.key(conversation_id), question_id)
         except Exception as exc:
             log.warning("could not clear the open question %s: %s", question_id, exc)
 
-    def get(self, conversation_id: str) -> OpenQuestion | None:
+    def list(self, conversation_id: str) -> list[OpenQuestion]:
+        """Open questions, oldest first; an unreadable store reads as none."""
         try:
-            value = self._store.get(self.key(conversation_id), self.FIELD)
+            fields = self._store.fields(self.key(conversation_id))
         except Exception as exc:
             log.warning("open questions unreadable: %s", exc)
-            return None
-        if not isinstance(value, dict):
-            return None
-        return OpenQuestion(value.get("agent_id", ""), value.get("question_id", ""))
+            return []
+        questions = [OpenQuestion(v.get("agent_id", ""), qid, float(v.get("asked_at", 0)))
+                     for qid, v in fields.items() if isinstance(v, dict)]
+        return sorted(questions, key=lambda q: q.asked_at)

@@ -8,7 +8,6 @@ can never both consume one message.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -108,7 +107,3 @@ def queued_notices(db: Database, conversation_id: str, source: str) -> list[Pend
             .order_by(PendingMessageRow.seq)
         )
         return [r for r in rows if (r.meta or {}).get("source") == source]
-
-
-def meta_of(row: PendingMessageRow) -> dict[str, Any]:
-    return dict(row.meta or {})

@@ -28,8 +28,12 @@ def register(db: Database) -> str:
 
 
 def heartbeat(db: Database, process_id: str) -> None:
+    """Beat; a process that a peer wrongly judged gone (and forgot) registers again."""
     with db.write() as s:
-        s.execute(update(ServerProcess).where(ServerProcess.id == process_id).values(heartbeat_at=now()))
+        beat = s.execute(update(ServerProcess).where(ServerProcess.id == process_id).values(heartbeat_at=now()))
+        if beat.rowcount == 0:
+            ts = now()
+            s.add(ServerProcess(id=process_id, host=HOST, pid=os.getpid(), started_at=ts, heartbeat_at=ts))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -43,9 +47,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def is_gone(row: ServerProcess, timeout_s: float) -> bool:
-    if row.host == HOST and row.pid != os.getpid():
-        return not _pid_alive(row.pid)
-    return now() - row.heartbeat_at > timeout_s
+    """Gone when its heartbeat is stale, or at once when it ran on this host and its pid is gone."""
+    if now() - row.heartbeat_at > timeout_s:
+        return True
+    return row.host == HOST and row.pid != os.getpid() and not _pid_alive(row.pid)
 
 
 def gone_processes(db: Database, me: str, timeout_s: float) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from modules.storage.db import Database
@@ -20,6 +20,10 @@ class SessionStore:
         with self._db.read() as s:
             row = s.get(SessionEntry, (key, field))
         return None if row is None else row.value
+
+    def fields(self, key: str) -> dict[str, Any]:
+        with self._db.read() as s:
+            return {row.field: row.value for row in s.scalars(select(SessionEntry).where(SessionEntry.key == key))}
 
     def set(self, key: str, field: str, value: Any) -> None:
         """Upsert written portably: update first, insert when no row, retry once on a race."""

@@ -51,7 +51,12 @@ def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return _error(str(exc))
     background = args.get("run_in_background", True)
     waiter = None if background else svc.expect_turn(agent.id)
-    svc.router.route_message(agent.id, _message(ctx, agent, "task", task))
+    try:
+        svc.router.route_message(agent.id, _message(ctx, agent, "task", task))
+    except Exception:
+        if waiter is not None:
+            waiter.cancel()
+        raise
     base = {"display_name": agent.display_name, "agent_id": agent.id, "role": agent.role}
     if waiter is None:
         return {"success": True, **base, "status": "running in the background",
@@ -133,15 +138,15 @@ def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, A
     svc = ctx.require_services()
     question_id = f"q_{uuid.uuid4().hex[:12]}"
     waiter = svc.router.begin_ask(ctx.agent_id, question_id, target.id)
-    svc.states.transition(ctx.agent_id, agent_state.WAITING)
     try:
+        svc.states.transition(ctx.agent_id, agent_state.WAITING)
         try:
             svc.router.route_message(target.id, _message(ctx, target, "ask", question, question_id=question_id))
         except RouteError as exc:
-            svc.router.end_ask(waiter)
             return _error(str(exc), question_id=question_id)
         answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
     finally:
+        svc.router.end_ask(waiter)
         svc.states.transition(ctx.agent_id, agent_state.RUNNING)
     if answer is not None and answer.type == "ask":
         # The agent we asked asked us back instead of answering: hand over its question so we can answer it.
@@ -192,13 +197,14 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return _error(f"options must be at most {MAX_OPTIONS} non-empty strings")
     question_id = f"q_{uuid.uuid4().hex[:12]}"
     waiter = svc.router.begin_ask(ctx.agent_id, question_id, None, from_user=True)
-    svc.user_questions.open(ctx.conversation_id, OpenQuestion(ctx.agent_id, question_id))
-    svc.states.transition(ctx.agent_id, agent_state.WAITING)
     try:
+        svc.user_questions.open(ctx.conversation_id, OpenQuestion(ctx.agent_id, question_id))
+        svc.states.transition(ctx.agent_id, agent_state.WAITING)
         ctx.emit("ask_user", {"question_id": question_id, "question": question, "options": options,
                               "display_name": ctx.agent_display_name})
         answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
     finally:
+        svc.router.end_ask(waiter)
         svc.user_questions.close(ctx.conversation_id, question_id)
         svc.states.transition(ctx.agent_id, agent_state.RUNNING)
     if answer is None:

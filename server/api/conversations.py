@@ -74,8 +74,8 @@ def running_status(cid: str):
     rt = runtime()
     master = agent_store.get_master(rt.db, conv.id)
     task_id = rt.tasks.active_task_of_agent(master.id)
-    pending = [n for n in queue.list_queued(rt.db, master.id) if n.type == "notice"]
+    pending = len(rt.commands.poll_updates(conv.id)) + len(rt.sub_agents.poll_updates(conv.id))
     return jsonify({
         "success": True, "is_main_running": task_id is not None, "main_task_id": task_id,
-        **rt.tasks.background_flags(conv.id), "pending_notices": len(pending),
+        **rt.tasks.background_flags(conv.id), "pending_notices": pending,
     })

@@ -12,6 +12,7 @@ from server.errors import ApiError, not_found
 bp = Blueprint("tasks", __name__, url_prefix="/api/tasks")
 
 MAX_EVENTS_PER_PAGE = 5000
+MAX_OFFSET = 2**31 - 1
 
 
 def _owned_task(task_id: str, user_id: int):
@@ -51,8 +52,8 @@ def get_task(task_id: str):
         offset = int(raw)
     except ValueError:
         raise ApiError(400, "invalid_offset", "`from` must be a non-negative integer") from None
-    if offset < 0:
-        raise ApiError(400, "invalid_offset", "`from` must be a non-negative integer")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise ApiError(400, "invalid_offset", f"`from` must be an integer from 0 to {MAX_OFFSET}")
     events = task_store.list_events(runtime().db, task.id, offset, MAX_EVENTS_PER_PAGE)
     next_offset = events[-1].idx + 1 if events else offset
     return jsonify({"success": True, **task_json(task), "events": [event_json(e) for e in events],

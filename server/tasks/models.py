@@ -73,7 +73,10 @@ class _TurnWaiter:
                 self.event.wait(min(0.1, remaining))
             return self.result
         finally:
-            self._manager._drop_turn_waiter(self)
+            self.cancel()
+
+    def cancel(self) -> None:
+        self._manager._drop_turn_waiter(self)
 
 
 class TaskManager:
@@ -83,7 +86,6 @@ class TaskManager:
         self._running: dict[str, RunningTask] = {}
         self._by_agent: dict[str, str] = {}
         self._turn_waiters: dict[str, _TurnWaiter] = {}
-        self._idle = threading.Condition(self._lock)
         rt.agent_states.subscribe(self._emit_state_change)
         rt.router.wake = self.wake
         rt.router.active_task_of = self.active_task_of_agent
@@ -94,14 +96,6 @@ class TaskManager:
         with self._lock:
             task_id = self._by_agent.get(agent_id)
         return task_id or task_store.active_task_of_agent(self._rt.db, agent_id)
-
-    def is_running_here(self, task_id: str) -> bool:
-        with self._lock:
-            return task_id in self._running
-
-    def wait_idle(self, timeout: float) -> bool:
-        with self._lock:
-            return self._idle.wait_for(lambda: not self._running, timeout)
 
     # -- starting a turn ---------------------------------------------------
     def wake(self, agent_id: str) -> str | None:
@@ -180,8 +174,10 @@ class TaskManager:
         """
         rt, turn, sender = self._rt, running.turn, running.sender
         notice = None
+        settled = True
         try:
-            reason = STOP_REASON if outcome.status == STOPPED else "failed: the task ended before this call ran"
+            reason = {STOPPED: STOP_REASON, SUCCEEDED: "closed: the turn ended before this call ran"}.get(
+                outcome.status, "failed: the task ended before this call ran")
             close_open_tool_calls(rt, turn.conversation_id, turn.agent_id, reason)
             next_state = agent_state.COMPLETED if outcome.status == SUCCEEDED else agent_state.IDLE
             rt.agent_states.transition(turn.agent_id, next_state)
@@ -198,22 +194,26 @@ class TaskManager:
         except Exception:
             log.exception("could not finish task %s cleanly", turn.task_id)
         finally:
-            with rt.db.write() as s:
-                task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error)
-                if notice is not None:
-                    rt.router.enqueue_in(s, notice)
-            with self._lock:
-                self._running.pop(turn.task_id, None)
-                if self._by_agent.get(turn.agent_id) == turn.task_id:
-                    del self._by_agent[turn.agent_id]
-                self._idle.notify_all()
-            rt.event_log.forget(turn.task_id)
+            try:
+                with rt.db.write() as s:
+                    # Another process that took this task over (it thought us gone) has the last word.
+                    settled = task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
+                                                            expected=task_store.ACTIVE_STATUSES)
+                    if settled and notice is not None:
+                        rt.router.enqueue_in(s, notice)
+            finally:
+                with self._lock:
+                    self._running.pop(turn.task_id, None)
+                    if self._by_agent.get(turn.agent_id) == turn.task_id:
+                        del self._by_agent[turn.agent_id]
+                    rt.event_log.forget(turn.task_id)
+        if not settled:
+            return
         if notice is not None:
             rt.router.deliver(notice)
         if outcome.status == SUCCEEDED:
             self._suggest(running)
-        if outcome.status != STOPPED:
-            run_completion_poll(rt, turn.agent_id)
+        run_completion_poll(rt, turn.agent_id)
 
     def _suggest(self, running: RunningTask) -> None:
         """Suggestions follow a reply to the user: a turn that a user message started or joined."""
@@ -232,9 +232,9 @@ class TaskManager:
                                       user_message=user[-1].content or "", reply=reply.content or "")
 
     def _report_to_parent(self, running: RunningTask, outcome: TurnOutcome):
-        """A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice."""
-        from_user = (running.task.meta or {}).get("from_user", False)
-        if running.kind == MASTER_KIND or running.parent_id is None or outcome.status == STOPPED or from_user:
+        """A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice
+        (not for a turn the user had with it directly, nor for one its master terminated)."""
+        if running.kind == MASTER_KIND or running.parent_id is None:
             return None
         rt, turn = self._rt, running.turn
         final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
@@ -249,6 +249,8 @@ class TaskManager:
             waiter.event.set()
             return None
         agent = agent_store.get_agent(rt.db, turn.agent_id)
+        if (running.task.meta or {}).get("from_user", False) or agent.terminated:
+            return None
         return rt.sub_agents.completion_notice(agent, result)
 
     def expect_turn(self, agent_id: str) -> _TurnWaiter:
@@ -331,12 +333,18 @@ class TaskManager:
         me = rt.membership.process_id
         error = {"code": "interrupted", "message": "the server process running this task stopped"}
         recovered = 0
+        notices = []
         for task in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES):
             if task.owner == me or (task.owner is not None and task.owner not in gone):
                 continue
-            if not task_store.set_task_status(rt.db, task.id, FAILED, error=error,
-                                              expected=task_store.ACTIVE_STATUSES):
-                continue
+            notice = self._interrupted_notice(task, error["message"])
+            with rt.db.write() as s:
+                if not task_store.set_task_status_in(s, task.id, FAILED, error=error,
+                                                     expected=task_store.ACTIVE_STATUSES):
+                    continue
+                if notice is not None:
+                    rt.router.enqueue_in(s, notice)
+                    notices.append(notice)
             close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
             TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
                             agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
@@ -351,6 +359,17 @@ class TaskManager:
                 close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
                 rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
         rt.commands.recover_lost(gone)
+        for notice in notices:
+            rt.router.deliver(notice)
         for agent_id in queue.agents_with_queued(rt.db):
             self.wake(agent_id)
         return recovered
+
+    def _interrupted_notice(self, task: Task, reason: str):
+        """The parent of a sub-agent whose turn died with its process hears of it, as of any end."""
+        agent = agent_store.get_agent(self._rt.db, task.agent_id)
+        if agent is None or agent.kind == MASTER_KIND or agent.parent_id is None or agent.terminated \
+                or (task.meta or {}).get("from_user", False):
+            return None
+        duration = now() - (task.started_at or task.created_at)
+        return self._rt.sub_agents.completion_notice(agent, TurnResult(task.id, FAILED, "", reason, duration))

@@ -550,7 +550,13 @@ def test_messages_queued_at_sigkill_are_delivered_once_after_restart(make_server
     expected = ["visit the cities", *[f"[Message from MasterAgent] {g}" for g in guidance]]
     assert contents(sub_after[0]) == expected
     master_first = [m for m in after if MASTER({"messages": m})][0]
-    queued = [c.split("\n")[0] for c in contents(master_first)][-3:]
+    lines = [c.split("\n")[0] for c in contents(master_first)]
+    # the sub-agents' interrupted turns are reported to the master, once each, after what was queued before
+    interrupted = [line for line in lines if line.startswith("[Sub-agent ")]
+    assert sorted(line.split(" failed")[0] for line in interrupted) == ["[Sub-agent InfoAgent_1",
+                                                                        "[Sub-agent InfoAgent_2"]
+    assert lines[-2:] == interrupted
+    queued = [line for line in lines if not line.startswith("[Sub-agent ")][-3:]
     assert queued[0].startswith("[Question q_") and queued[0].endswith("from InfoAgent_2] Which museum?")
     assert queued[1:] == ["user one", "user two"]
     sub_history = contents(history(server, cid, "InfoAgent_1"))
