@@ -189,9 +189,11 @@ class BackgroundCommandManager:
             rows = {c.id: c for c in s.scalars(select(BackgroundCommand).where(BackgroundCommand.id.in_(ids)))}
         return [rows[i] for i in ids if i in rows]
 
-    def has_running(self, conversation_id: str, agent_id: str | None = None) -> bool:
-        query = select(BackgroundCommand.id).where(BackgroundCommand.conversation_id == conversation_id,
-                                                   BackgroundCommand.status == RUNNING)
+    def has_running(self, conversation_id: str | None = None, agent_id: str | None = None) -> bool:
+        """Whether a command of the conversation, or of the agent, still runs."""
+        query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
+        if conversation_id is not None:
+            query = query.where(BackgroundCommand.conversation_id == conversation_id)
         if agent_id is not None:
             query = query.where(BackgroundCommand.agent_id == agent_id)
         with self._db.read() as s:

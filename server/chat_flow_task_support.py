@@ -46,14 +46,21 @@ def user_message_event(msg: Message) -> dict[str, Any]:
     }
 
 
-def emit_user_message(sender: EventSender, msg: Message, delivery: str, display_name: str) -> None:
-    """Echo a message the agent now sees; a user's message is followed by how it was routed."""
+def user_message_events(msg: Message, delivery: str, display_name: str) -> list[tuple[str, dict[str, Any]]]:
+    """The echo of a message the agent now sees; a user's message is followed by how it was routed."""
     event = user_message_event(msg)
-    sender.emit("user_message", event)
+    events: list[tuple[str, dict[str, Any]]] = [("user_message", event)]
     route = event["metadata"].get("route")
     if event["source"] == "user" and route:
-        sender.emit("route", {"route": route, "delivery": delivery, "target_agent": display_name,
-                              "message_id": msg.message_id})
+        events.append(("route", {"route": route, "delivery": delivery, "target_agent": display_name,
+                                 "message_id": msg.message_id}))
+    return events
+
+
+def emit_user_messages(sender: EventSender, messages: list[Message], delivery: str, display_name: str) -> None:
+    events = [event for msg in messages for event in user_message_events(msg, delivery, display_name)]
+    if events:
+        sender.emit_many(events)
 
 
 def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender) -> int:
@@ -61,8 +68,7 @@ def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender
     sub-agents and background commands, messages, questions, answers) into its history, after any
     tool block, in one transaction, and echo each as a `user_message`. No new task."""
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
-    for msg in drained:
-        emit_user_message(sender, msg, INJECTED_INLINE, turn.display_name)
+    emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
     return len(drained)
 
 

@@ -19,6 +19,8 @@ class Transport(Protocol):
 class EventSender(Protocol):
     def emit(self, event_type: str, data: dict[str, Any]) -> int: ...
 
+    def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int: ...
+
 
 class SocketIOTransport:
     def __init__(self, socketio):
@@ -40,9 +42,15 @@ class TaskEventSender:
         self.agent_id = agent_id
 
     def emit(self, event_type: str, data: dict[str, Any]) -> int:
-        payload = {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
-                   "agent_id": data.get("agent_id", self.agent_id)}
-        return self._log.append(
-            self.task_id, event_type, payload,
-            deliver=lambda idx: self._transport.emit(event_type, {**payload, "idx": idx}, self.conversation_id),
-        )
+        return self.emit_many([(event_type, data)])
+
+    def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:
+        """Log the events in one transaction, then send each to the room; returns the first index."""
+        payloads = [(event_type, {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
+                                  "agent_id": data.get("agent_id", self.agent_id)}) for event_type, data in events]
+
+        def deliver(first: int) -> None:
+            for i, (event_type, payload) in enumerate(payloads):
+                self._transport.emit(event_type, {**payload, "idx": first + i}, self.conversation_id)
+
+        return self._log.append_many(self.task_id, payloads, deliver)

@@ -143,8 +143,9 @@ class AskWaiter:
 
 
 class MessageRouter:
-    """`settle_s`: completion notices to an idle agent wait until no other notice arrived for this
-    long (at most `max_settle_s`), so a wave of completions costs one turn, not one each."""
+    """`settle_s`: a completion notice to an idle agent that still has background work running waits
+    until no other notice arrived for this long (at most `max_settle_s`), so a wave of completions
+    costs one turn, not one each; the last completion of all wakes the agent at once."""
 
     def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
                  max_settle_s: float = 0.5):
@@ -159,6 +160,9 @@ class MessageRouter:
         # and the id of an agent's task in progress.
         self.wake: Callable[[str], str | None] = lambda agent_id: None
         self.active_task_of: Callable[[str], str | None] = lambda agent_id: None
+        # Whether completions may still come for the agent (its commands or sub-agents still run):
+        # only then is a notice worth holding back for the rest of its wave.
+        self.more_completions_expected: Callable[[str], bool] = lambda agent_id: True
         self._listeners: list[Callable[[PendingMessage], None]] = []
 
     def subscribe(self, listener: Callable[[PendingMessage], None]) -> None:
@@ -197,7 +201,8 @@ class MessageRouter:
             return RouteResult(RESOLVED, self.active_task_of(target))
         agent = agent_store.get_agent(self._db, target)
         if agent is not None and agent.state in (agent_state.IDLE, agent_state.COMPLETED):
-            if message.type == "notice" and self._settle_s > 0 and self._spawn is not None:
+            if (message.type == "notice" and self._settle_s > 0 and self._spawn is not None
+                    and self.more_completions_expected(target)):
                 self._wake_when_settled(target)
                 return RouteResult(TRIGGERED_NEW_TURN)
             task_id = self.wake(target)

@@ -74,11 +74,12 @@ def next_event_idx(db: Database, task_id: str) -> int:
     return 0 if last is None else last + 1
 
 
-def insert_event(db: Database, task_id: str, idx: int, event_type: str, data: dict[str, Any]) -> TaskEvent:
-    row = TaskEvent(task_id=task_id, idx=idx, type=event_type, data=data, ts=now())
+def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
+    """Write consecutive events of one task in one transaction."""
+    ts = now()
     with db.write() as s:
-        s.add(row)
-    return row
+        s.add_all(TaskEvent(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
+                  for i, (event_type, data) in enumerate(events))
 
 
 def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:

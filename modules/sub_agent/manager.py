@@ -97,6 +97,12 @@ class SubAgentManager:
     def running(self, conversation_id: str) -> list[Agent]:
         return [a for a in self.list(conversation_id) if a.state in (agent_state.RUNNING, agent_state.WAITING)]
 
+    def has_running_children(self, parent_id: str) -> bool:
+        with self._db.read() as s:
+            return s.scalars(select(Agent.id).where(
+                Agent.parent_id == parent_id, Agent.state.in_((agent_state.RUNNING, agent_state.WAITING))
+            ).limit(1)).first() is not None
+
     def poll_updates(self, conversation_id: str) -> list[PendingMessage]:
         """Finished sub-agent runs whose notice is not delivered yet, in finish order."""
         return [PendingMessage.from_row(r) for r in queue.queued_notices(self._db, conversation_id, "sub_agent")]

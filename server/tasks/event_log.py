@@ -25,14 +25,19 @@ class EventLog:
 
     def append(self, task_id: str, event_type: str, data: dict[str, Any],
                deliver: Callable[[int], None] | None = None) -> int:
+        return self.append_many(task_id, [(event_type, data)], deliver)
+
+    def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
+                    deliver: Callable[[int], None] | None = None) -> int:
+        """Write the events in one transaction; `deliver` gets the first one's index. Returns it."""
         with self._guard:
             lock = self._locks.setdefault(task_id, threading.Lock())
         with lock:
             idx = self._next.get(task_id)
             if idx is None:
                 idx = task_store.next_event_idx(self._db, task_id)
-            task_store.insert_event(self._db, task_id, idx, event_type, data)
-            self._next[task_id] = idx + 1
+            task_store.insert_events(self._db, task_id, idx, events)
+            self._next[task_id] = idx + len(events)
             if deliver is not None:
                 deliver(idx)
             return idx

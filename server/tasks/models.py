@@ -27,7 +27,7 @@ from modules.storage.models import Agent, Message, Task
 from modules.storage.records import now
 from modules.sub_agent.manager import TurnResult
 from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
-from server.chat_flow_task_support import close_open_tool_calls, emit_user_message
+from server.chat_flow_task_support import close_open_tool_calls, emit_user_messages
 from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
 from server.sender import TaskEventSender
@@ -89,6 +89,8 @@ class TaskManager:
         rt.agent_states.subscribe(self._emit_state_change)
         rt.router.wake = self.wake
         rt.router.active_task_of = self.active_task_of_agent
+        rt.router.more_completions_expected = lambda agent_id: (
+            rt.commands.has_running(agent_id=agent_id) or rt.sub_agents.has_running_children(agent_id))
 
     # -- queries ---------------------------------------------------------
     def active_task_of_agent(self, agent_id: str) -> str | None:
@@ -148,8 +150,8 @@ class TaskManager:
         rt, turn, sender = self._rt, running.turn, running.sender
         outcome = TurnOutcome(FAILED, {"code": "internal_error", "message": "the task ended unexpectedly"})
         try:
-            for msg in self._messages(turn.agent_id, running.message_ids):
-                emit_user_message(sender, msg, TRIGGERED_NEW_TURN, turn.display_name)
+            emit_user_messages(sender, self._messages(turn.agent_id, running.message_ids), TRIGGERED_NEW_TURN,
+                               turn.display_name)
             self._emit_state_change(running.claim)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)

@@ -68,7 +68,7 @@ def test_task_events_are_numbered_and_read_from_an_offset(db):
     with db.write() as s:
         task = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
     for i in range(5):
-        tasks.insert_event(db, task.id, tasks.next_event_idx(db, task.id), "text_chunk", {"content": str(i)})
+        tasks.insert_events(db, task.id, tasks.next_event_idx(db, task.id), [("text_chunk", {"content": str(i)})])
     assert [e.idx for e in tasks.list_events(db, task.id, 2)] == [2, 3, 4]
     assert tasks.set_task_status(db, task.id, "running", expected=("pending",))
     assert not tasks.set_task_status(db, task.id, "running", expected=("pending",))
