@@ -7,6 +7,7 @@ One frozen record is built at start-up and passed down; nothing below reads
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,6 +16,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
+
+
+def read_toml(path: Path, error: type[ValueError]) -> dict:
+    """A configuration file's TOML, or `error` naming the file."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML ({exc})") from None
 
 
 def _int(env: dict[str, str], name: str, default: int) -> int:

@@ -8,9 +8,10 @@ names the file and the field.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from modules.config import read_toml
 
 MASTER_KIND, SUB_AGENT_KIND = "master", "sub_agent"
 DEFAULT_PROFILES_FILE = Path(__file__).resolve().parent / "default_profiles.toml"
@@ -38,12 +39,7 @@ class AgentProfile:
 def load_profiles(path: Path | None, known_tools: set[str]) -> dict[str, AgentProfile]:
     """Read and check a profile file; the master comes first in the result."""
     path = path or DEFAULT_PROFILES_FILE
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, ProfileError)
     entries = data.get("agent")
     if not isinstance(entries, list) or not entries:
         raise ProfileError(f"{path}: expected one or more [[agent]] tables")

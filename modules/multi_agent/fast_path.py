@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import re
-import tomllib
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.config import read_toml
 from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,7 @@ class RoutingSignals:
 
 def load_routing_signals(path: Path | None) -> RoutingSignals:
     path = path or DEFAULT_SIGNALS_FILE
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SignalsError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SignalsError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, SignalsError)
     lists = {}
     for name in ("continuation", "topic_switch"):
         words = data.get(name)
