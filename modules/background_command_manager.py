@@ -39,6 +39,18 @@ NOTICE_OUTPUT_CHARS = 2_000
 
 
 @dataclass(frozen=True)
+class Finish:
+    """How a command ended, waiting to be recorded."""
+
+    command_id: str
+    status: str
+    exit_code: int | None
+    output: str
+    truncated: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
 class CommandStart:
     command_id: str
     conversation_id: str
@@ -79,6 +91,8 @@ class BackgroundCommandManager:
         self._tail_chars = tail_chars
         self._spawn = spawn
         self._cancel: dict[str, threading.Event] = {}
+        self._finished: list[Finish] = []
+        self._finishing = False
         self._lock = threading.Lock()
 
     # -- starting --------------------------------------------------------
@@ -106,14 +120,14 @@ class BackgroundCommandManager:
                 tail_chars=self._tail_chars, should_stop=cancel.is_set,
                 on_start=lambda pid: self._record_pid(start.command_id, pid),
             )
-            status = _status_of(outcome, cancel.is_set())
             error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
-            finish = (start.command_id, status, outcome.exit_code, outcome.output, outcome.truncated, error)
+            finish = Finish(start.command_id, _status_of(outcome, cancel.is_set()), outcome.exit_code,
+                            outcome.output, outcome.truncated, error)
         except Exception as exc:
             log.exception("background command %s failed to run", start.command_id)
-            finish = (start.command_id, "failed", None, "", False, f"could not run: {exc}")
+            finish = Finish(start.command_id, "failed", None, "", False, f"could not run: {exc}")
         try:
-            self._finish_reliably(*finish)
+            self._submit(finish)
         finally:
             with self._lock:
                 self._cancel.pop(start.command_id, None)
@@ -122,32 +136,54 @@ class BackgroundCommandManager:
         with self._db.write() as s:
             s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id).values(pid=pid))
 
-    def _finish_reliably(self, *finish: Any, attempts: int = 5) -> None:
+    def _submit(self, finish: Finish) -> None:
+        """Hand a finished command to the finisher; the first to arrive becomes it.
+
+        Commands that end together are written in one transaction and their agent is
+        told once, so a wave of N completions costs a few writes, not N.
+        """
+        with self._lock:
+            self._finished.append(finish)
+            if self._finishing:
+                return
+            self._finishing = True
+        while True:
+            with self._lock:
+                batch, self._finished = self._finished, []
+                if not batch:
+                    self._finishing = False
+                    return
+            self._finish_reliably(batch)
+
+    def _finish_reliably(self, batch: list[Finish], attempts: int = 5) -> None:
         """A passing database hiccup must not leave a finished command `running` with no notice."""
         for attempt in range(attempts):
             try:
-                self._finish(*finish)
+                self._finish(batch)
                 return
             except Exception:
-                log.exception("could not record the end of background command %s (attempt %d)", finish[0],
+                log.exception("could not record the end of %d background command(s) (attempt %d)", len(batch),
                               attempt + 1)
                 time.sleep(0.2 * 2**attempt)
 
-    def _finish(self, command_id: str, status: str, exit_code: int | None, output: str, truncated: bool,
-                error: str | None) -> None:
-        """Mark finished and queue the notice in one transaction, then deliver it."""
+    def _finish(self, batch: list[Finish]) -> None:
+        """Mark finished and queue the notices in one transaction, then deliver the last one per agent
+        (delivery drains the agent's whole queue, so one is enough)."""
+        notices: dict[str, PendingMessage] = {}
         with self._db.write() as s:
-            won = s.execute(
-                update(BackgroundCommand).where(BackgroundCommand.id == command_id,
-                                                BackgroundCommand.status == RUNNING)
-                .values(status=status, exit_code=exit_code, output_tail=output, output_truncated=truncated,
-                        error=error, finished_at=now())
-            ).rowcount == 1
-            if not won:
-                return
-            notice = self._notice(s.get(BackgroundCommand, command_id))
-            self._router.enqueue_in(s, notice)
-        self._router.deliver(notice)
+            for f in batch:
+                won = s.execute(
+                    update(BackgroundCommand).where(BackgroundCommand.id == f.command_id,
+                                                    BackgroundCommand.status == RUNNING)
+                    .values(status=f.status, exit_code=f.exit_code, output_tail=f.output,
+                            output_truncated=f.truncated, error=f.error, finished_at=now())
+                ).rowcount == 1
+                if won:
+                    notice = self._notice(s.get(BackgroundCommand, f.command_id))
+                    self._router.enqueue_in(s, notice)
+                    notices[notice.target_agent_id] = notice
+        for notice in notices.values():
+            self._router.deliver(notice)
 
     def _notice(self, cmd: BackgroundCommand) -> PendingMessage:
         return PendingMessage.new(
@@ -216,6 +252,6 @@ class BackgroundCommandManager:
                 except (ProcessLookupError, PermissionError):
                     pass
             output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
-            self._finish(cmd.id, "lost", None, output, truncated,
-                         "the server restarted while this command was running; its result is lost")
+            self._finish([Finish(cmd.id, "lost", None, output, truncated,
+                                 "the server process running it stopped; its result is lost")])
         return len(orphans)

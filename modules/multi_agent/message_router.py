@@ -163,11 +163,6 @@ class MessageRouter:
         # Whether completions may still come for the agent (its commands or sub-agents still run):
         # only then is a notice worth holding back for the rest of its wave.
         self.more_completions_expected: Callable[[str], bool] = lambda agent_id: True
-        self._listeners: list[Callable[[PendingMessage], None]] = []
-
-    def subscribe(self, listener: Callable[[PendingMessage], None]) -> None:
-        """Hear every enqueued message (e.g. to refresh queue sizes in the UI)."""
-        self._listeners.append(listener)
 
     # -- sending ---------------------------------------------------------
     def route_message(self, target_agent_id: str, message: PendingMessage) -> RouteResult:
@@ -192,8 +187,6 @@ class MessageRouter:
 
     def deliver(self, message: PendingMessage) -> RouteResult:
         """The receiver-decided step for a message already committed to its queue."""
-        for listener in self._listeners:
-            listener(message)
         target = message.target_agent_id
         with self._lock:
             waiter = self._waiters.get(target)
