@@ -64,4 +64,4 @@ def run_completion_poll(rt: Runtime, agent_id: str) -> str | None:
     that come later wake the agent themselves when they are queued (the
     membership sweep's wake is only a safety net).
     """
-    return rt.tasks.wake(agent_id)
+    return rt.tasks.create_chat_task(agent_id)

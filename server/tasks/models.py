@@ -1,6 +1,6 @@
 """Task records in motion: starting an agent's turn from its queue, running it, ending it, recovery.
 
-A task is one turn of one agent. Turns start in one place, `wake`: a
+A task is one turn of one agent. Turns start in one place, `create_chat_task`: a
 compare-and-set claims the idle agent, then one transaction drains the
 agent's whole queue into its history and creates the task. The first N-1
 drained messages are preceding notices (`starts_work: false`), the last is
@@ -87,7 +87,7 @@ class TaskManager:
         self._by_agent: dict[str, str] = {}
         self._turn_waiters: dict[str, _TurnWaiter] = {}
         rt.agent_states.subscribe(self._emit_state_change)
-        rt.router.wake = self.wake
+        rt.router.wake = self.create_chat_task
         rt.router.active_task_of = self.active_task_of_agent
         rt.router.more_completions_expected = lambda agent_id: (
             rt.commands.has_running(agent_id=agent_id) or rt.sub_agents.has_running_children(agent_id))
@@ -100,7 +100,7 @@ class TaskManager:
         return task_id or task_store.active_task_of_agent(self._rt.db, agent_id)
 
     # -- starting a turn ---------------------------------------------------
-    def wake(self, agent_id: str) -> str | None:
+    def create_chat_task(self, agent_id: str) -> str | None:
         """Start a turn for an idle/completed agent that has queued messages; its task id, or None
         when the agent is busy, has nothing queued, or another caller won the claim."""
         rt = self._rt
@@ -364,7 +364,7 @@ class TaskManager:
         for notice in notices:
             rt.router.deliver(notice)
         for agent_id in queue.agents_with_queued(rt.db):
-            self.wake(agent_id)
+            self.create_chat_task(agent_id)
         return recovered
 
     def _interrupted_notice(self, task: Task, reason: str):
