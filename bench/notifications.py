@@ -420,11 +420,11 @@ def print_comparison_and_goals(rows: list[Row], settle_ms: float) -> bool:
             top = max(shares, key=shares.get)
             detail = ", ".join(f"{name} {v:.1f} ms" for name, v in shares.items())
             why = {
-                "detect": "each command's runner notices its exit by a 20 ms poll, and the finishes (each a "
-                          "write transaction and a delivery) are handled one after another on the one event loop",
+                "detect": "N shells exit and are reaped on 2 cores, and each command's green thread reads its "
+                          "output tail before the batched finish transaction records it",
                 "settle+wake": f"the settle window ({settle_ms:g} ms) plus the wake's claim and drain transaction",
-                "start": "the follow-up writes one user_message event (a DB transaction each) per notice "
-                         "before its first model call",
+                "start": "the follow-up logs one user_message event per notice (one transaction) and builds "
+                         "the history before its first model call",
                 "call": "the model client builds and sends a request that carries every notice",
             }[top]
             print(f"{' ' * len(label)} dominated by {top} ({detail}): {why}")
