@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 RUNNING = "running"
 FINISHED_STATUSES = ("succeeded", "failed", "timed_out", "cancelled", "lost")
 NOTICE_OUTPUT_CHARS = 2_000
+GATHER_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class BackgroundCommandManager:
                 return
             self._finishing = True
         while True:
+            time.sleep(GATHER_S)  # let commands that ended with this one join its batch
             with self._lock:
                 batch, self._finished = self._finished, []
                 if not batch:

@@ -92,7 +92,7 @@ def run_shell(command: str, *, cwd: Path, log_path: Path, timeout_s: float, tail
                 time.sleep(reap_delay)
                 reap_delay = min(reap_delay * 2, POLL_INTERVAL_S)
             elif select.select([exit_r], [], [], POLL_INTERVAL_S)[0] and os.read(exit_r, 1) == b"":
-                reap_delay = 0.001
+                reap_delay = 0.0005
     finally:
         os.close(exit_r)
         if exit_w >= 0:
