@@ -6,7 +6,9 @@ The client's own retries are switched off: we retry here so every retry can be r
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -47,6 +49,7 @@ class _Accumulator:
         self._calls: dict[int, _PendingCall] = {}
         self._last_index: int | None = None
         self._finish_reason: str | None = None
+        self._silenced = False
 
     @property
     def delivered(self) -> bool:
@@ -63,9 +66,13 @@ class _Accumulator:
         if choice.get("finish_reason"):
             self._finish_reason = choice["finish_reason"]
         content = delta.get("content")
-        if isinstance(content, str) and content:
+        if isinstance(content, str) and content and not self._silenced:
             self._text.append(content)
             self._on_text(content)
+
+    def silence(self) -> None:
+        """The caller stopped waiting: what still arrives is dropped, never passed on."""
+        self._silenced = True
 
     def _add_call_delta(self, delta: Mapping[str, Any]) -> None:
         index = delta.get("index")
@@ -152,10 +159,40 @@ class OpenAIChatModel:
                     return ModelReply("", [], "stopped")
 
     def _attempt(self, request: dict[str, Any], reply: _Accumulator, should_stop: Callable[[], bool]) -> ModelReply:
+        """One request, run on a worker so that a stop is honoured at once, even while the endpoint has
+        not answered or pauses mid-stream: the caller then returns what it has, and the abandoned worker
+        closes the stream (or times out) on its own with its output silenced."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+        opened: list[Any] = []
+
+        def work() -> None:
+            try:
+                outcome["reply"] = self._attempt_blocking(request, reply, should_stop, opened)
+            except BaseException as exc:  # handed to the caller below
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="model-request", daemon=True).start()
+        while not done.wait(_STOP_POLL_S):
+            if should_stop():
+                reply.silence()
+                for stream in opened:
+                    with contextlib.suppress(Exception):
+                        stream.close()
+                return reply.stopped()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["reply"]
+
+    def _attempt_blocking(self, request: dict[str, Any], reply: _Accumulator, should_stop: Callable[[], bool],
+                          opened: list[Any]) -> ModelReply:
         try:
             stream = self._client.chat.completions.create(**request)
         except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
+        opened.append(stream)
         with stream:  # closing it drops the connection, which is how the endpoint learns we stopped
             chunks = iter(stream)
             while not should_stop():

@@ -75,6 +75,7 @@ def test_bad_input_gets_clear_errors(server, llm):
         (server.post("/api/tasks", {"message": "hi", "conversation_id": "missing"}), 404, "not_found"),
         (server.post("/api/tasks", {"message": "hi", "conversation_id": 7}), 400, "invalid_conversation_id"),
         (server.post("/api/tasks", {"message": "hi", "client_message_id": ""}), 400, "invalid_client_message_id"),
+        (server.post("/api/tasks", {"message": "nul \u0000 inside"}), 400, "invalid_message"),
         (server.get("/api/tasks/unknown"), 404, "not_found"),
         (server.post("/api/tasks/unknown/cancel"), 404, "not_found"),
         (server.get("/api/tasks"), 400, "missing_conversation_id"),
@@ -92,6 +93,7 @@ def test_bad_input_gets_clear_errors(server, llm):
     server.wait_task(sent["task_id"])
     assert server.get(f"/api/tasks/{sent['task_id']}?from=-1").json()["code"] == "invalid_offset"
     assert server.get(f"/api/tasks/{sent['task_id']}?from=abc").status_code == 400
+    assert server.get(f"/api/tasks/{sent['task_id']}?from=99999999999999999999").json()["code"] == "invalid_offset"
     # nothing bad was stored along the way
     assert len(server.get("/api/conversations").json()["data"]) == 1
 

@@ -1,0 +1,110 @@
+"""Edge cases found in review: parallel user questions, send order through the pipeline, ends of sub-agents."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from test.integration.test_notifications import MASTER, history, master_tasks, sub, wait_until
+from test.scripted_llm import dynamic, match_system, text, tool_calls
+
+REWRITE = match_system("You are QueryRewritingAgent")
+
+
+def _open_questions(server, cid: str) -> dict[str, str]:
+    """display name of the asking agent -> its open question id, from the task logs."""
+    found = {}
+    for task in server.get(f"/api/tasks?conversation_id={cid}&status=active").json()["data"]:
+        for event in server.get(f"/api/tasks/{task['task_id']}").json()["events"]:
+            if event["type"] == "ask_user":
+                found[event["data"]["display_name"]] = event["data"]["question_id"]
+    return found
+
+
+def test_parallel_user_questions_are_answered_by_their_id(server, llm):
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "ask the date"}),
+                          ("create_sub_agent", {"role": "InfoAgent", "task": "ask the city"})), match=MASTER)
+    llm.script(text("Both are asking you."), match=MASTER)
+    llm.set_default(text("noted."))
+    llm.script(tool_calls(("ask_user", {"question": "Which date?"})), match=sub(1))
+    llm.script(tool_calls(("ask_user", {"question": "Which city?"})), match=sub(2))
+    sent = server.send("plan a trip")
+    cid = sent["conversation_id"]
+    questions = wait_until(lambda: (q := _open_questions(server, cid)) and len(q) == 2 and q, what="two asks")
+
+    city = server.send("Lisbon", cid, question_id=questions["InfoAgent_2"])
+    assert city["route"] == "hil" and city["target_agent"] == "InfoAgent_2" and city["delivery"] == "resolved"
+    date = server.send("Friday", cid)  # no id: the open one
+    assert date["route"] == "hil" and date["target_agent"] == "InfoAgent_1"
+
+    def ask_result(name):
+        tools = [m for m in history(server, cid, name) if m["role"] == "tool" and m["name"] == "ask_user"]
+        return tools and json.loads(tools[0]["content"])
+
+    assert wait_until(lambda: ask_result("InfoAgent_2"), what="city answered")["answer"] == "Lisbon"
+    assert wait_until(lambda: ask_result("InfoAgent_1"), what="date answered")["answer"] == "Friday"
+
+
+def test_sends_keep_their_order_while_the_pipeline_is_slow(server, llm):
+    llm.set_default(text("ok"))
+    first = server.send("hello")
+    cid = first["conversation_id"]
+    server.wait_task(first["task_id"])
+    rewrite_started = threading.Event()
+
+    def slow_rewrite(body):
+        rewrite_started.set()
+        time.sleep(0.5)
+        return text("AAA rewritten")
+
+    llm.script(dynamic(slow_rewrite), match=REWRITE)
+    answers = {}
+    a = threading.Thread(target=lambda: answers.setdefault("a", server.send("AAA first", cid)))
+    a.start()
+    assert rewrite_started.wait(10)
+    answers["b"] = server.send("BBB second", cid)
+    a.join(15)
+    wait_until(lambda: not server.get(f"/api/conversations/{cid}/running-status").json()["is_main_running"],
+               what="all turns done")
+    users = [m["content"].split("\n")[0] for m in history(server, cid) if m["role"] == "user"]
+    assert users == ["hello", "AAA first", "BBB second"]
+
+
+def test_terminating_a_blocking_sub_agent_ends_its_masters_wait(make_server, llm):
+    server = make_server(env={"SUB_AGENT_TIMEOUT_S": "60"})
+    hold = threading.Event()
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "think long",
+                                                "run_in_background": False})), match=MASTER)
+    llm.script(text("It was stopped."), match=MASTER)
+    llm.script(text("never done", wait=hold), match=sub(1))
+    sent = server.send("delegate and wait")
+    cid = sent["conversation_id"]
+    helper = wait_until(lambda: [s for s in server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]
+                                 if s["state"] == "running"], what="the sub-agent running")[0]
+    started = time.monotonic()
+    assert server.post(f"/api/sub_agents/{helper['agent_id']}/terminate").status_code == 200
+    task = server.wait_task(sent["task_id"], timeout=20)
+    assert time.monotonic() - started < 10, "the master waited for the timeout"
+    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert result["status"] == "stopped" and result["success"] is False
+    hold.set()
+    assert len(master_tasks(server, cid)) == 1  # a terminated sub-agent sends no notice
+
+
+def test_a_stopped_background_sub_agent_reports_to_its_master(server, llm):
+    hold = threading.Event()
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "long research"})), match=MASTER)
+    llm.script(text("Started."), match=MASTER)
+    llm.script(text("Noted that it stopped."), match=MASTER)
+    llm.script(text("never done", wait=hold), match=sub(1))
+    sent = server.send("research")
+    cid = sent["conversation_id"]
+    server.wait_task(sent["task_id"])
+    tasks = wait_until(lambda: [t for t in server.get(f"/api/tasks?conversation_id={cid}&status=active").json()[
+        "data"]], what="the sub-agent's task")
+    assert server.post(f"/api/tasks/{tasks[0]['task_id']}/cancel").status_code == 200
+    follow = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the notice")
+    events = server.wait_task(follow[1]["task_id"])["events"]
+    assert events[0]["data"]["message"].startswith("[Sub-agent InfoAgent_1 stopped")
+    hold.set()
