@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Double, ForeignKey, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import JSON, Boolean, Double, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -49,7 +49,7 @@ class Agent(Base):
     role: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(16))
     parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    state: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16), index=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     task: Mapped[str | None] = mapped_column(LongText, nullable=True)
     terminated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -114,7 +114,7 @@ class SessionEntry(Base):
 
     key: Mapped[str] = mapped_column(String(191), primary_key=True)
     field: Mapped[str] = mapped_column(String(191), primary_key=True)
-    value: Mapped[Any] = mapped_column(JSON)
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)
     updated_at: Mapped[float] = mapped_column(Double)
 
 
@@ -133,6 +133,8 @@ class PendingMessageRow(Base):
     """One entry of an agent's durable queue; `seq` is the global arrival order."""
 
     __tablename__ = "pending_messages"
+    __table_args__ = (Index("ix_pending_target_status", "target_agent_id", "status", "seq"),
+                      Index("ix_pending_status", "status"))
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(64), unique=True)
@@ -142,7 +144,7 @@ class PendingMessageRow(Base):
     source_display_name: Mapped[str] = mapped_column(String(128))
     type: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(LongText)
-    question_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    question_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON)
     status: Mapped[str] = mapped_column(String(16))
     consumed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 
 from modules.multi_agent.agent_state import AgentStates
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
 from modules.storage.messages import MessageDraft
-from modules.storage.models import ClientRequest
+from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
 from modules.storage.users import get_or_create_user
 from test.db_urls import fresh_database
@@ -137,3 +139,9 @@ def test_an_abandoned_reservation_can_be_taken_over(db):
         row = s.get(ClientRequest, (user.id, "m-2"))
         row.created_at -= client_requests.ABANDONED_AFTER_S + 1
     assert client_requests.reserve(db, user.id, "m-2") is None
+
+
+def test_the_migrations_build_exactly_the_schema_the_models_describe(db):
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
