@@ -148,25 +148,41 @@ class BackgroundCommandManager:
             if self._finishing:
                 return
             self._finishing = True
-        while True:
-            time.sleep(GATHER_S)  # let commands that ended with this one join its batch
+        try:
+            while True:
+                time.sleep(GATHER_S)  # let commands that ended with this one join its batch
+                with self._lock:
+                    batch, self._finished = self._finished, []
+                    if not batch:
+                        return
+                self._finish_reliably(batch)
+        finally:
             with self._lock:
-                batch, self._finished = self._finished, []
-                if not batch:
-                    self._finishing = False
-                    return
-            self._finish_reliably(batch)
+                self._finishing = False
+                left = bool(self._finished)
+            if left:  # arrived while we were leaving: someone must write them
+                self._spawn(self._submit_pending)
 
-    def _finish_reliably(self, batch: list[Finish], attempts: int = 5) -> None:
-        """A passing database hiccup must not leave a finished command `running` with no notice."""
-        for attempt in range(attempts):
+    def _submit_pending(self) -> None:
+        with self._lock:
+            if self._finishing or not self._finished:
+                return
+            finish = self._finished.pop()
+        self._submit(finish)
+
+    def _finish_reliably(self, batch: list[Finish]) -> None:
+        """A database outage must not leave a finished command `running` with no notice: retry until
+        it is recorded (the notice is written with the finish mark, so it is never half done)."""
+        attempt = 0
+        while True:
             try:
                 self._finish(batch)
                 return
             except Exception:
+                attempt += 1
                 log.exception("could not record the end of %d background command(s) (attempt %d)", len(batch),
-                              attempt + 1)
-                time.sleep(0.2 * 2**attempt)
+                              attempt)
+                time.sleep(min(0.2 * 2**attempt, 10.0))
 
     def _finish(self, batch: list[Finish]) -> None:
         """Mark finished and queue the notices in one transaction, then deliver the last one per agent

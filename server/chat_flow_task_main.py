@@ -6,7 +6,12 @@ import logging
 
 from modules.llm import ModelError, ModelReply
 from modules.storage.records import new_id
-from server.chat_flow_task_support import build_model_messages, inject_runtime_user_message, persist_assistant_message
+from server.chat_flow_task_support import (
+    build_model_messages,
+    inject_runtime_user_message,
+    persist_assistant_message,
+    turn_is_ours,
+)
 from server.chat_flow_tool_loop import execute_tool_calls
 from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
@@ -34,14 +39,16 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
     inject_runtime_user_message(rt, turn, sender)
     limit = rt.settings.max_tool_iterations
     for iteration in range(limit):
-        if turn.stopped():
-            return TurnOutcome(STOPPED)
+        if turn.stopped() or not turn_is_ours(rt, turn):
+            return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
         message_id = new_id()
         try:
             reply = _stream_reply(rt, turn, sender, message_id)
         except ModelError as exc:
             log.warning("model call failed for task %s: %s %s", turn.task_id, exc.code, exc)
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
+        if not turn_is_ours(rt, turn):
+            return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
         persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason))
         sender.emit("text_end", {"message_id": message_id, "content": reply.content})

@@ -8,11 +8,18 @@ from typing import Any
 from modules.llm import ModelReply
 from modules.multi_agent.message_router import INJECTED_INLINE
 from modules.storage import messages as message_store
+from modules.storage import tasks as task_store
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Message
 from server.chat_flow_types import ChatTurn
 from server.runtime import Runtime
 from server.sender import EventSender
+
+
+def turn_is_ours(rt: Runtime, turn: ChatTurn) -> bool:
+    """False once another process took the task over (it judged this one gone): from then on this
+    process must not write the agent's history."""
+    return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
 
 
 def to_model_message(msg: Message) -> dict[str, Any]:

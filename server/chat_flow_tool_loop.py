@@ -7,7 +7,7 @@ import json
 from modules.llm import ToolCall
 from modules.storage import messages as message_store
 from modules.tools.base import ToolContext
-from server.chat_flow_task_support import inject_runtime_user_message, tool_result_draft
+from server.chat_flow_task_support import inject_runtime_user_message, tool_result_draft, turn_is_ours
 from server.chat_flow_types import ChatTurn
 from server.runtime import Runtime
 from server.sender import EventSender
@@ -35,6 +35,8 @@ def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_ca
             result = STOPPED_RESULT
         else:
             result = rt.tools.execute(call.name, call.arguments, ctx, allowed=list(turn.profile.tools))
+        if not turn_is_ours(rt, turn):
+            return  # taken over: the new owner closed the open calls already
         message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,
                                       [tool_result_draft(call.id, call.name, result)])
         sender.emit("tool_result", {"tool_call_id": call.id, "name": call.name,

@@ -8,8 +8,8 @@ goes inline into a running turn, or starts a new one.
 from __future__ import annotations
 
 import threading
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,8 @@ class ChatService:
         self._routing = UserMessageRouting(rt)
         # Deciding a route may take model calls; sends to one conversation are routed one at a time, so
         # a later message can never overtake an earlier one that is still in the pipeline.
-        self._ordering = [threading.Lock() for _ in range(64)]
+        self._ordering: dict[str, tuple[threading.Lock, int]] = {}
+        self._ordering_guard = threading.Lock()
 
     def send(self, user_id: int, payload: Any,
              on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -111,8 +112,25 @@ class ChatService:
         if on_conversation is not None:
             on_conversation(conv.id)
         rt.suggestions.cancel(conv.id)
-        with self._ordering[zlib.crc32(conv.id.encode()) % len(self._ordering)]:
+        with self._in_order(conv.id):
             return self._route(conv, req)
+
+    @contextmanager
+    def _in_order(self, conversation_id: str) -> Iterator[None]:
+        """One lock per conversation with a send in progress, dropped when the last one leaves."""
+        with self._ordering_guard:
+            lock, users = self._ordering.get(conversation_id, (threading.Lock(), 0))
+            self._ordering[conversation_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._ordering_guard:
+                lock, users = self._ordering[conversation_id]
+                if users == 1:
+                    del self._ordering[conversation_id]
+                else:
+                    self._ordering[conversation_id] = (lock, users - 1)
 
     def _route(self, conv, req: SendRequest) -> dict[str, Any]:
         rt = self._rt

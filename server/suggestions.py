@@ -48,3 +48,4 @@ class SuggestionService:
         TaskEventSender(rt.event_log, rt.transport, task_id=task_id, conversation_id=conversation_id,
                         agent_id=agent_id).emit("suggestions", {"questions": questions,
                                                                 "message_id": reply_message_id})
+        rt.event_log.forget(task_id)  # the task has ended: its log needs no cached state

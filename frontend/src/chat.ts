@@ -29,6 +29,8 @@ import type {
   UserItem,
 } from "./types";
 
+/** The server's page size of a task's event log (GET /api/tasks/<id>?from=). */
+const EVENTS_PAGE = 5000;
 const FINAL_STATUSES = new Set(["succeeded", "failed", "stopped"]);
 const FINAL = new Set(["task_complete", "task_stopped", "error"]);
 
@@ -340,6 +342,10 @@ export class Chat {
           this.offer(t, e.idx, { type: e.type, data });
         }
         t.failures = 0;
+        if (body.events.length >= EVENTS_PAGE) {
+          t.refetch = true; // a full page: the log goes on
+          continue;
+        }
         if (FINAL_STATUSES.has(body.status) && t.buffer.size === 0 && t.next >= body.next_offset) {
           this.markFinal(t);
         }
@@ -382,6 +388,16 @@ export class Chat {
 
   private bump(agentId: string | undefined): void {
     if (agentId) this.state.agentActivity[agentId] = (this.state.agentActivity[agentId] ?? 0) + 1;
+  }
+
+  /** Whether the reply `messageId` has no user message after it (chips of an older exchange are stale). */
+  private isLatestReply(messageId: string): boolean {
+    for (let i = this.state.items.length - 1; i >= 0; i--) {
+      const it = this.state.items[i]!;
+      if (it.kind === "assistant" && it.messageId === messageId) return true;
+      if (it.kind === "user") return false;
+    }
+    return false;
   }
 
   private push(item: TimelineItem): TimelineItem {
@@ -533,7 +549,7 @@ export class Chat {
       }
       case "suggestions": {
         const questions = optionsOf(d.questions).filter((q) => q.trim());
-        if (!questions.length) break;
+        if (!questions.length || !this.isLatestReply(str(d.message_id))) break; // late chips of an older reply
         this.state.suggestions = { messageId: str(d.message_id), questions, taskId };
         break;
       }

@@ -50,6 +50,7 @@ class _Accumulator:
         self._last_index: int | None = None
         self._finish_reason: str | None = None
         self._silenced = False
+        self._lock = threading.Lock()
 
     @property
     def delivered(self) -> bool:
@@ -66,13 +67,16 @@ class _Accumulator:
         if choice.get("finish_reason"):
             self._finish_reason = choice["finish_reason"]
         content = delta.get("content")
-        if isinstance(content, str) and content and not self._silenced:
-            self._text.append(content)
-            self._on_text(content)
+        if isinstance(content, str) and content:
+            with self._lock:  # never interleaved with silence(): nothing is passed on after it
+                if not self._silenced:
+                    self._text.append(content)
+                    self._on_text(content)
 
     def silence(self) -> None:
         """The caller stopped waiting: what still arrives is dropped, never passed on."""
-        self._silenced = True
+        with self._lock:
+            self._silenced = True
 
     def _add_call_delta(self, delta: Mapping[str, Any]) -> None:
         index = delta.get("index")

@@ -42,6 +42,12 @@ class UserQuestions:
         except Exception as exc:
             log.warning("could not clear the open question %s: %s", question_id, exc)
 
+    def close_for_agent(self, conversation_id: str, agent_id: str) -> None:
+        """Forget an agent's open questions (its ask ended with its process)."""
+        for question in self.list(conversation_id):
+            if question.agent_id == agent_id:
+                self.close(conversation_id, question.question_id)
+
     def list(self, conversation_id: str) -> list[OpenQuestion]:
         """Open questions, oldest first; an unreadable store reads as none."""
         try:

@@ -16,7 +16,18 @@ from modules.storage.db import Database
 from modules.storage.models import ServerProcess
 from modules.storage.records import new_id, now
 
-HOST = socket.gethostname()
+
+def _host_identity() -> str:
+    """The host name plus the pid namespace: processes in other namespaces (containers sharing a host
+    name) are judged by heartbeat, never by a pid that means something else there."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}/pidns:{namespace}"[:255]
+
+
+HOST = _host_identity()
 
 
 def register(db: Database) -> str:

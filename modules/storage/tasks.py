@@ -107,3 +107,10 @@ def active_task_of_agent(db: Database, agent_id: str) -> str | None:
     with db.read() as s:
         return s.scalars(select(Task.id).where(Task.agent_id == agent_id, Task.status.in_(ACTIVE_STATUSES))
                          .order_by(Task.created_at.desc()).limit(1)).first()
+
+
+def still_owned(db: Database, task_id: str, owner: str) -> bool:
+    """Whether the task is still in progress under this owner (not taken over by another process)."""
+    with db.read() as s:
+        return s.scalar(select(func.count()).select_from(Task).where(
+            Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE_STATUSES))) == 1

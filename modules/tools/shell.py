@@ -75,7 +75,12 @@ def run_shell(command: str, *, cwd: Path, log_path: Path, timeout_s: float, tail
         os.close(exit_w)
         exit_w = -1
         if on_start is not None:
-            on_start(proc.pid)
+            try:
+                on_start(proc.pid)
+            except BaseException:
+                kill_group(proc)
+                proc.wait()
+                raise
         timed_out = stopped = False
         reap_delay = 0.0  # > 0 once the pipe reported end-of-file
         while proc.poll() is None:

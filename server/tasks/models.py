@@ -175,6 +175,15 @@ class TaskManager:
         status has already been able to read every event.
         """
         rt, turn, sender = self._rt, running.turn, running.sender
+        if not task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id):
+            # Another process judged us gone and took this task over: its history is no longer ours to write.
+            log.warning("task %s was taken over by another process; leaving it alone", turn.task_id)
+            with self._lock:
+                self._running.pop(turn.task_id, None)
+                if self._by_agent.get(turn.agent_id) == turn.task_id:
+                    del self._by_agent[turn.agent_id]
+            rt.event_log.forget(turn.task_id)
+            return
         notice = None
         settled = True
         try:
@@ -309,8 +318,10 @@ class TaskManager:
             return False
         if task.owner and task.owner in rt.membership.alive():
             return task_store.request_stop(rt.db, task_id)
-        # Active in the database but run by no live process: an orphan of a dead one.
-        return task_store.set_task_status(rt.db, task_id, STOPPED, expected=task_store.ACTIVE_STATUSES)
+        # Active in the database but run by no live process: take over the dead one's work now (the task
+        # ends `failed`/`interrupted`, its open calls closed, its parent told).
+        rt.membership.take_over(self)
+        return True
 
     def stop_agent(self, agent_id: str) -> bool:
         task_id = self.active_task_of_agent(agent_id)
@@ -325,19 +336,19 @@ class TaskManager:
 
     # -- recovery --------------------------------------------------------
     def recover_interrupted(self, gone: dict[str, str], *, orphan_grace_s: float = 5.0) -> int:
-        """Take over the work of server processes that are gone (or never recorded): fail their
+        """Take over the work of server processes that are not alive (gone, forgotten, or never recorded): fail their
         tasks, close their agents' open tool calls, put the agents back to idle, report their
         background commands lost, and give every idle agent with queued messages its turn.
 
         Each task is claimed by compare-and-set, so two processes never recover it twice.
         """
         rt = self._rt
-        me = rt.membership.process_id
+        alive = rt.membership.alive()
         error = {"code": "interrupted", "message": "the server process running this task stopped"}
         recovered = 0
         notices = []
         for task in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES):
-            if task.owner == me or (task.owner is not None and task.owner not in gone):
+            if task.owner in alive:
                 continue
             notice = self._interrupted_notice(task, error["message"])
             with rt.db.write() as s:
@@ -348,6 +359,7 @@ class TaskManager:
                     rt.router.enqueue_in(s, notice)
                     notices.append(notice)
             close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
+            rt.user_questions.close_for_agent(task.conversation_id, task.agent_id)
             TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
                             agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
                                                                    "has_running_background_commands": False})
@@ -359,6 +371,7 @@ class TaskManager:
             # Running with no task anywhere: a process died between claiming the agent and starting its task.
             if agent.id not in busy and now() - agent.updated_at > orphan_grace_s:
                 close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
+                rt.user_questions.close_for_agent(agent.conversation_id, agent.id)
                 rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
         rt.commands.recover_lost(gone)
         for notice in notices:

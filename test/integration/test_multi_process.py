@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import socketio
@@ -73,3 +75,29 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path):
         agents = b.get(f"/api/conversations/{cid}/agents").json()["data"]
         assert agents[0]["state"] == "idle"
         never.set()
+
+
+def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(make_server, llm, tmp_path):
+    with fresh_database("postgresql", tmp_path) as url:
+        a = make_server(database_url=url, env={"REDIS_URL": REDIS})
+        b = make_server(database_url=url, env={"REDIS_URL": REDIS})
+        hold = threading.Event()
+        llm.script(text("late words from the stalled process", wait=hold), match=MASTER)
+        sent = a.send("first")
+        cid = sent["conversation_id"]
+        llm.wait_for_requests(1)
+        os.kill(a.proc.pid, signal.SIGSTOP)  # A stops heartbeating with its turn open
+        try:
+            task = b.wait_task(sent["task_id"], timeout=40)
+            assert task["status"] == "failed" and task["error"]["code"] == "interrupted"
+            llm.script(text("fresh answer from B"), match=MASTER)
+            second = b.send("next", cid)
+            assert second["delivery"] == "triggered_new_turn"
+            assert b.wait_task(second["task_id"])["status"] == "succeeded"
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        hold.set()
+        wait_until(lambda: "was taken over by another process" in a.log_text(), timeout=20, what="A backs off")
+        messages = b.get(f"/api/conversations/{cid}/messages").json()["data"]
+        assert [(m["role"], (m["content"] or "").split("\n")[0]) for m in messages] == [
+            ("user", "first"), ("user", "next"), ("assistant", "fresh answer from B")]
