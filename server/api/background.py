@@ -59,5 +59,8 @@ def cancel_command(command_id: str):
         raise not_found("background command")
     owned_conversation(cmd.conversation_id, current_user_id())
     if not commands.cancel(cmd.id):
+        if cmd.status == "running":
+            raise ApiError(409, "command_elsewhere", f"command {cmd.id} runs in another server process; "
+                                                     "cancel it through that process")
         raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
     return jsonify({"success": True, "command_id": cmd.id, "cancelling": True})

@@ -358,13 +358,16 @@ class TaskManager:
                 if notice is not None:
                     rt.router.enqueue_in(s, notice)
                     notices.append(notice)
-            close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
-            rt.user_questions.close_for_agent(task.conversation_id, task.agent_id)
+            # The agent may already be in a newer turn elsewhere (the process died after releasing it);
+            # that turn's calls and state are not ours to touch.
+            if task_store.active_task_of_agent(rt.db, task.agent_id) is None:
+                close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
+                rt.user_questions.close_for_agent(task.conversation_id, task.agent_id)
+                rt.agent_states.transition(task.agent_id, agent_state.IDLE, force=True)
             TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
                             agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
                                                                    "has_running_background_commands": False})
             rt.event_log.forget(task.id)
-            rt.agent_states.transition(task.agent_id, agent_state.IDLE, force=True)
             recovered += 1
         busy = {t.agent_id for t in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)}
         for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
