@@ -1,0 +1,70 @@
+"""BackgroundCommandManager on a real database: notices queued with the finish, polled until delivered, lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from modules.background_command_manager import BackgroundCommandManager
+from modules.multi_agent.message_router import MessageRouter
+from modules.storage import conversations
+from modules.storage.db import Database
+from modules.storage.users import get_or_create_user
+
+
+def _spawn(fn, *args):
+    thread = threading.Thread(target=fn, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+def _setup(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+    router = MessageRouter(db)
+    delivered = []
+    router.wake = lambda agent_id: delivered.append(agent_id) or None  # the agent stays idle: notices wait
+    manager = BackgroundCommandManager(db, router, logs_dir=tmp_path / "logs", tail_chars=1000, spawn=_spawn,
+                                       owner="proc-1")
+    return db, conv, master, router, manager, delivered
+
+
+def _wait(predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise TimeoutError
+
+
+def test_finished_commands_are_pending_until_their_notices_are_drained(tmp_path):
+    db, conv, master, router, manager, delivered = _setup(tmp_path)
+    ids = [manager.start(conv.id, master.id, "MasterAgent", f"echo job-{i}", tmp_path / "ws", 10) for i in range(3)]
+    assert manager.has_pending_for_conversation(conv.id)
+    _wait(lambda: len(manager.poll_updates(conv.id)) == 3)
+    assert not manager.has_running(conv.id)
+    assert [c.id for c in manager.poll_updates(conv.id)] == sorted(ids, key=lambda i: next(
+        c.finished_at for c in manager.list(conv.id) if c.id == i))
+    assert manager.has_pending_for_conversation(conv.id) and delivered
+    drained = router.consume_pending_messages(master.id, conv.id, "task-1")
+    assert len(drained) == 3 and all("exit code 0" in m.content for m in drained)
+    assert manager.poll_updates(conv.id) == [] and not manager.has_pending_for_conversation(conv.id)
+
+
+def test_a_command_whose_process_is_gone_is_reported_lost_once(tmp_path):
+    db, conv, master, router, manager, _ = _setup(tmp_path)
+    manager.start(conv.id, master.id, "MasterAgent", "sleep 30", tmp_path / "ws", 60)
+    _wait(lambda: manager.list(conv.id)[0].pid)
+    successor = BackgroundCommandManager(db, router, logs_dir=tmp_path / "logs", tail_chars=1000, spawn=_spawn,
+                                         owner="proc-2")
+    assert successor.recover_lost({"proc-1": "elsewhere"}) == 1
+    assert successor.recover_lost({"proc-1": "elsewhere"}) == 0
+    cmd = manager.list(conv.id)[0]
+    assert cmd.status == "lost" and "its result is lost" in cmd.error
+    notices = router.consume_pending_messages(master.id, conv.id, "task-1")
+    assert len(notices) == 1 and "lost" in notices[0].content
+    manager.cancel(cmd.id)  # the original runner ends; its late finish must not add a second notice
+    _wait(lambda: not manager._cancel)
+    assert router.consume_pending_messages(master.id, conv.id, "task-2") == []
