@@ -31,6 +31,8 @@ import type {
 
 /** The server's page size of a task's event log (GET /api/tasks/<id>?from=). */
 const EVENTS_PAGE = 5000;
+/** How long a send waits for its acknowledgement before retrying over REST (same client_message_id). */
+const SEND_ACK_TIMEOUT_MS = 60000;
 const FINAL_STATUSES = new Set(["succeeded", "failed", "stopped"]);
 const FINAL = new Set(["task_complete", "task_stopped", "error"]);
 
@@ -751,7 +753,8 @@ export class Chat {
     let answer: SendAnswer;
     try {
       if (!this.socket.connected) throw new Error("offline");
-      answer = (await this.socket.timeout(10000).emitWithAck("send_message", payload)) as SendAnswer;
+      // Routing may take the rewrite and intent model calls: wait for them, not a fixed few seconds.
+      answer = (await this.socket.timeout(SEND_ACK_TIMEOUT_MS).emitWithAck("send_message", payload)) as SendAnswer;
     } catch {
       // No acknowledgement (connection lost): the same client_message_id makes the REST retry idempotent.
       try {
@@ -761,6 +764,7 @@ export class Chat {
       }
     }
     if (gen !== this.generation) return answer;
+    if (answer?.code === "duplicate_in_progress") return answer; // the first send is still being routed
     item.pending = false;
     if (!answer || answer.success === false) {
       item.failed = answer.error || answer.code || "not sent";
