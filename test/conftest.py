@@ -179,5 +179,16 @@ def server(make_server) -> ServerProcess:
     return make_server()
 
 
+def wait_until(predicate, timeout: float = 15, what: str = "condition"):
+    """Poll `predicate` until it returns something truthy (returned), bounded by `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise TimeoutError(f"{what} not reached in {timeout}s")
+
+
 def event_types(task: dict[str, Any]) -> list[str]:
     return [e["type"] for e in task["events"]]

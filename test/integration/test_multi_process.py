@@ -8,8 +8,9 @@ import threading
 
 import socketio
 
+from test.conftest import wait_until
 from test.db_urls import fresh_database
-from test.integration.test_notifications import MASTER, master_tasks, wait_until
+from test.integration.test_notifications import MASTER, master_tasks
 from test.scripted_llm import text, tool_calls
 
 REDIS = "redis://127.0.0.1:6379/0"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
-from test.conftest import event_types
+from test.conftest import event_types, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -14,16 +13,6 @@ MASTER = match_system("You are MasterAgent")
 
 def sub(n: int, role: str = "InfoAgent"):
     return match_system(f"You are {role}_{n} ")
-
-
-def wait_until(predicate, timeout: float = 15, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise TimeoutError(f"{what} not reached in {timeout}s")
 
 
 def master_tasks(server, cid):

@@ -6,7 +6,8 @@ import json
 import threading
 import time
 
-from test.integration.test_notifications import MASTER, history, master_tasks, sub, wait_until
+from test.conftest import wait_until
+from test.integration.test_notifications import MASTER, history, master_tasks, sub
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 REWRITE = match_system("You are QueryRewritingAgent")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from test.conftest import ServerProcess
+from test.conftest import ServerProcess, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -37,16 +37,6 @@ def last_user_contains(substr: str):
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         return bool(users) and substr in (users[-1].get("content") or "")
     return match
-
-
-def wait_until(predicate: Callable, timeout: float = 15, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise TimeoutError(f"{what} not reached in {timeout}s")
 
 
 # -- reading the server and the model's requests --------------------------------------

@@ -10,8 +10,7 @@ import threading
 
 import socketio
 
-from test.conftest import ROOT
-from test.integration.test_notifications import wait_until
+from test.conftest import ROOT, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 REWRITE = match_system("You are QueryRewritingAgent")
