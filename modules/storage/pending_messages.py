@@ -92,6 +92,11 @@ def find_question(db: Database, question_id: str) -> PendingMessageRow | None:
         ).first()
 
 
+def get_message(db: Database, message_id: str) -> PendingMessageRow | None:
+    with db.read() as s:
+        return s.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
+
+
 def queued_notices(db: Database, conversation_id: str, source: str) -> list[PendingMessageRow]:
     """Completion notices of one source (`sub_agent`, `background_command`) not delivered yet."""
     with db.read() as s:
