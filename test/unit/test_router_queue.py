@@ -103,27 +103,38 @@ def _assert_exactly_once_in_order(team: Team, history, sent_ids: list[str]) -> N
     assert queue.list_queued(team.db, team.master.id) == []
 
 
+class FanIn:
+    """Senders that each route `count` numbered messages to the master once a barrier opens,
+    recording what was sent and how each was delivered."""
+
+    def __init__(self, team: Team, barrier: threading.Barrier, count: int = PER_SENDER):
+        self._team, self._barrier, self._count = team, barrier, count
+        self._lock = threading.Lock()
+        self.sent_ids: list[str] = []
+        self.deliveries: list[str] = []
+
+    def sender(self, agent):
+        team = self._team
+
+        def run():
+            self._barrier.wait()
+            for i in range(self._count):
+                msg = team.message(agent, team.master, f"{agent.display_name} #{i}")
+                routed = team.router.route_message(team.master.id, msg)
+                with self._lock:
+                    self.sent_ids.append(msg.id)
+                    self.deliveries.append(routed.delivery)
+        return run
+
+
 def test_fifty_senders_to_a_running_master_each_message_once_in_order(db):
     """50 agents each send 20 messages to the running master at once, while it drains between model calls."""
     team = Team(db, SENDERS)
     assert team.states.transition(team.master.id, agent_state.RUNNING) is not None
-    sent_ids: list[str] = []
-    deliveries: list[str] = []
-    lock = threading.Lock()
     barrier = threading.Barrier(SENDERS + 1)
+    fan = FanIn(team, barrier)
     done = threading.Event()
     batches: list[int] = []
-
-    def sender(agent):
-        def run():
-            barrier.wait()
-            for i in range(PER_SENDER):
-                msg = team.message(agent, team.master, f"{agent.display_name} #{i}")
-                routed = team.router.route_message(team.master.id, msg)
-                with lock:
-                    sent_ids.append(msg.id)
-                    deliveries.append(routed.delivery)
-        return run
 
     def drainer():
         barrier.wait()
@@ -137,16 +148,14 @@ def test_fifty_senders_to_a_running_master_each_message_once_in_order(db):
                 return
             time.sleep(0.002)  # "the model call"
 
-    senders = [sender(a) for a in team.subs]
-
     def all_senders():
-        _run_threads(senders)
+        _run_threads([fan.sender(a) for a in team.subs])
         done.set()
 
     _run_threads([all_senders, drainer])
-    assert set(deliveries) == {INJECTED_INLINE}
+    assert set(fan.deliveries) == {INJECTED_INLINE}
     assert sum(batches) == SENDERS * PER_SENDER
-    _assert_exactly_once_in_order(team, team.user_history(team.master), sent_ids)
+    _assert_exactly_once_in_order(team, team.user_history(team.master), fan.sent_ids)
 
 
 def test_concurrent_drainers_never_consume_a_message_twice(db):
@@ -154,19 +163,10 @@ def test_concurrent_drainers_never_consume_a_message_twice(db):
     queue while senders fill it each claim disjoint messages, and together all of them."""
     team = Team(db, 4)
     assert team.states.transition(team.master.id, agent_state.RUNNING) is not None
-    sent: list[str] = []
     taken: list[list[str]] = [[] for _ in range(4)]
     done = threading.Event()
     barrier = threading.Barrier(len(team.subs) + len(taken))
-
-    def sender(agent):
-        def run():
-            barrier.wait()
-            for i in range(50):
-                msg = team.message(agent, team.master, f"{agent.display_name} #{i}")
-                team.router.route_message(team.master.id, msg)
-                sent.append(msg.id)
-        return run
+    fan = FanIn(team, barrier, count=50)
 
     def drainer(k: int):
         def run():
@@ -182,13 +182,13 @@ def test_concurrent_drainers_never_consume_a_message_twice(db):
         return run
 
     def senders():
-        _run_threads([sender(a) for a in team.subs])
+        _run_threads([fan.sender(a) for a in team.subs])
         done.set()
 
     _run_threads([senders, *[drainer(k) for k in range(len(taken))]])
     every = [i for ids in taken for i in ids]
     assert len(every) == len(set(every)), "two drainers consumed the same message"
-    assert sorted(every) == sorted(sent)
+    assert sorted(every) == sorted(fan.sent_ids)
     assert queue.list_queued(db, team.master.id) == []
 
 
@@ -252,28 +252,13 @@ def test_fifty_senders_to_an_idle_master_start_few_turns_and_strand_nothing(db):
     none is left queued after the last turn, and the turns are batches (far fewer than messages)."""
     team = Team(db, SENDERS)
     harness = TurnHarness(team, team.master)
-    sent_ids: list[str] = []
-    deliveries: list[str] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(SENDERS)
-
-    def sender(agent):
-        def run():
-            barrier.wait()
-            for i in range(PER_SENDER):
-                msg = team.message(agent, team.master, f"{agent.display_name} #{i}")
-                routed = team.router.route_message(team.master.id, msg)
-                with lock:
-                    sent_ids.append(msg.id)
-                    deliveries.append(routed.delivery)
-        return run
-
-    _run_threads([sender(a) for a in team.subs])
+    fan = FanIn(team, threading.Barrier(SENDERS))
+    _run_threads([fan.sender(a) for a in team.subs])
     harness.join(DEADLINE_S)
-    assert deliveries.count(TRIGGERED_NEW_TURN) >= 1
-    assert set(deliveries) <= {TRIGGERED_NEW_TURN, INJECTED_INLINE}
+    assert fan.deliveries.count(TRIGGERED_NEW_TURN) >= 1
+    assert set(fan.deliveries) <= {TRIGGERED_NEW_TURN, INJECTED_INLINE}
     history = team.user_history(team.master)
-    _assert_exactly_once_in_order(team, history, sent_ids)
+    _assert_exactly_once_in_order(team, history, fan.sent_ids)
     assert 1 <= harness.turns < SENDERS * PER_SENDER // 4
     # one writer at a time: the turns' "starts_work" triggers are as many as the turns
     assert sum(1 for m in history if m.meta.get("starts_work")) == harness.turns
