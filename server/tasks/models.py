@@ -49,7 +49,7 @@ class RunningTask:
     sender: TaskEventSender
     kind: str
     parent_id: str | None
-    message_ids: list[str]
+    drained: list[Message]  # what the turn's start took from the queue, in order
     claim: StateChange
     started: float = field(default_factory=time.monotonic)
 
@@ -129,18 +129,18 @@ class TaskManager:
             if isinstance(exc, _NothingQueued):
                 return None
             raise
-        self._register(task, agent, [m.message_id for m in drained], claim)
+        self._register(task, agent, drained, claim)
         rt.spawn(self._run_chat_task, task.id)
         return task.id
 
-    def _register(self, task: Task, agent: Agent, message_ids: list[str], claim: StateChange) -> None:
+    def _register(self, task: Task, agent: Agent, drained: list[Message], claim: StateChange) -> None:
         rt = self._rt
         turn = ChatTurn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
                         display_name=agent.display_name, profile=rt.profile(agent.role))
         sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
                                  conversation_id=agent.conversation_id, agent_id=agent.id)
         with self._lock:
-            self._running[task.id] = RunningTask(task, turn, sender, agent.kind, agent.parent_id, message_ids, claim)
+            self._running[task.id] = RunningTask(task, turn, sender, agent.kind, agent.parent_id, drained, claim)
             self._by_agent[agent.id] = task.id
 
     # -- running ---------------------------------------------------------
@@ -150,8 +150,7 @@ class TaskManager:
         rt, turn, sender = self._rt, running.turn, running.sender
         outcome = TurnOutcome(FAILED, {"code": "internal_error", "message": "the task ended unexpectedly"})
         try:
-            emit_user_messages(sender, self._messages(turn.agent_id, running.message_ids), TRIGGERED_NEW_TURN,
-                               turn.display_name)
+            emit_user_messages(sender, running.drained, TRIGGERED_NEW_TURN, turn.display_name)
             self._emit_state_change(running.claim)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
@@ -162,10 +161,6 @@ class TaskManager:
             log.exception("task %s crashed", task_id)
         finally:
             self._finish(running, outcome)
-
-    def _messages(self, agent_id: str, message_ids: list[str]) -> list[Message]:
-        wanted = set(message_ids)
-        return [m for m in message_store.list_messages(self._rt.db, agent_id) if m.message_id in wanted]
 
     def _finish(self, running: RunningTask, outcome: TurnOutcome) -> None:
         """Close open calls, settle the agent, emit the last event, then write the final status
@@ -230,9 +225,7 @@ class TaskManager:
         """Suggestions follow a reply to the user: a turn that a user message started or joined."""
         turn = running.turn
         history = message_store.list_messages(self._rt.db, turn.agent_id)
-        start = next((m.seq for m in history if m.message_id in running.message_ids), None)
-        if start is None:
-            return
+        start = running.drained[0].seq
         user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
         reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
                       and (m.meta or {}).get("task_id") == turn.task_id), None)
