@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from modules.llm import ModelReply
 from modules.multi_agent.message_router import INJECTED_INLINE
 from modules.storage import messages as message_store
@@ -99,9 +101,12 @@ def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> Messag
 def close_open_tool_calls(rt: Runtime, conversation_id: str, agent_id: str, reason: str) -> list[Message]:
     """Give every tool call still without a result one, so the agent's next model request is valid."""
     with rt.db.write() as s:
-        open_calls = message_store.open_tool_calls_in(s, agent_id)
-        drafts = [
-            tool_result_draft(call["id"], call["function"]["name"], {"success": False, "error": reason})
-            for call in open_calls
-        ]
-        return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []
+        return close_open_tool_calls_in(s, conversation_id, agent_id, reason)
+
+
+def close_open_tool_calls_in(s: Session, conversation_id: str, agent_id: str, reason: str) -> list[Message]:
+    drafts = [
+        tool_result_draft(call["id"], call["function"]["name"], {"success": False, "error": reason})
+        for call in message_store.open_tool_calls_in(s, agent_id)
+    ]
+    return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []

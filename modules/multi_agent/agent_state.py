@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import Agent
@@ -49,29 +50,40 @@ class AgentStates:
                    notify: bool = True) -> StateChange | None:
         """Apply `to_state` if allowed from the current state; None when not allowed or lost a race.
 
-        `force` skips the allowed-transition check (start-up recovery only); with
+        `force` skips the allowed-transition check (recovery only); with
         `notify=False` the caller announces the change itself once it can say where.
         """
-        if to_state not in STATES:
-            raise ValueError(f"unknown agent state {to_state!r}")
         for _ in range(5):
+            with self._db.write() as s:
+                change = self.transition_in(s, agent_id, to_state, force=force)
+            if change is not None:
+                if notify:
+                    self.announce(change)
+                return change
             with self._db.read() as s:
                 agent = s.get(Agent, agent_id)
-            if agent is None:
+            if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
                 return None
-            if agent.state == to_state:
-                return None
-            if not force and to_state not in ALLOWED[agent.state]:
-                return None
-            with self._db.write() as s:
-                won = s.execute(
-                    update(Agent).where(Agent.id == agent_id, Agent.version == agent.version)
-                    .values(state=to_state, version=agent.version + 1, updated_at=now())
-                ).rowcount == 1
-            if won:
-                change = StateChange(agent.id, agent.conversation_id, agent.display_name, agent.state, to_state)
-                if notify:
-                    for listener in self._listeners:
-                        listener(change)
-                return change
         return None
+
+    def transition_in(self, s: Session, agent_id: str, to_state: str, *, force: bool = False) -> StateChange | None:
+        """One compare-and-set inside the caller's transaction, so a state change can commit together with
+        what causes it; the caller announces the change after the commit."""
+        if to_state not in STATES:
+            raise ValueError(f"unknown agent state {to_state!r}")
+        agent = s.get(Agent, agent_id, populate_existing=True)
+        if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
+            return None
+        previous, version = agent.state, agent.version
+        won = s.execute(
+            update(Agent).where(Agent.id == agent_id, Agent.version == version)
+            .values(state=to_state, version=version + 1, updated_at=now())
+            .execution_options(synchronize_session=False)
+        ).rowcount == 1
+        if not won:
+            return None
+        return StateChange(agent.id, agent.conversation_id, agent.display_name, previous, to_state)
+
+    def announce(self, change: StateChange) -> None:
+        for listener in self._listeners:
+            listener(change)

@@ -105,8 +105,12 @@ def stop_requested(db: Database, task_ids: list[str]) -> list[str]:
 
 def active_task_of_agent(db: Database, agent_id: str) -> str | None:
     with db.read() as s:
-        return s.scalars(select(Task.id).where(Task.agent_id == agent_id, Task.status.in_(ACTIVE_STATUSES))
-                         .order_by(Task.created_at.desc()).limit(1)).first()
+        return active_task_of_agent_in(s, agent_id)
+
+
+def active_task_of_agent_in(s: Session, agent_id: str) -> str | None:
+    return s.scalars(select(Task.id).where(Task.agent_id == agent_id, Task.status.in_(ACTIVE_STATUSES))
+                     .order_by(Task.created_at.desc()).limit(1)).first()
 
 
 def still_owned(db: Database, task_id: str, owner: str) -> bool:

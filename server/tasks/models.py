@@ -27,7 +27,7 @@ from modules.storage.models import Agent, Message, Task
 from modules.storage.records import now
 from modules.sub_agent.manager import TurnResult
 from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
-from server.chat_flow_task_support import close_open_tool_calls, emit_user_messages
+from server.chat_flow_task_support import close_open_tool_calls, close_open_tool_calls_in, emit_user_messages
 from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
 from server.sender import TaskEventSender
@@ -344,19 +344,26 @@ class TaskManager:
             if task.owner in alive:
                 continue
             notice = self._interrupted_notice(task, error["message"])
+            released, free = None, False
             with rt.db.write() as s:
+                # The task's end, its agent's release and its parent's notice commit together: whoever sees
+                # the task failed sees the agent idle too.
                 if not task_store.set_task_status_in(s, task.id, FAILED, error=error,
                                                      expected=task_store.ACTIVE_STATUSES):
                     continue
                 if notice is not None:
                     rt.router.enqueue_in(s, notice)
                     notices.append(notice)
-            # The agent may already be in a newer turn elsewhere (the process died after releasing it);
-            # that turn's calls and state are not ours to touch.
-            if task_store.active_task_of_agent(rt.db, task.agent_id) is None:
-                close_open_tool_calls(rt, task.conversation_id, task.agent_id, RESTART_REASON)
+                # The agent may already be in a newer turn elsewhere (the process died after releasing it);
+                # that turn's calls and state are not ours to touch.
+                free = task_store.active_task_of_agent_in(s, task.agent_id) is None
+                if free:
+                    close_open_tool_calls_in(s, task.conversation_id, task.agent_id, RESTART_REASON)
+                    released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
+            if free:
                 rt.user_questions.close_for_agent(task.conversation_id, task.agent_id)
-                rt.agent_states.transition(task.agent_id, agent_state.IDLE, force=True)
+            if released is not None:
+                rt.agent_states.announce(released)
             TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
                             agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
                                                                    "has_running_background_commands": False})
