@@ -30,10 +30,11 @@ the follow-up's model request (the benchmark waits on the scripted server's own 
 list), so the measurement does not load the server it measures.
 
 Latency breakdown (medians): `detect` = last command's own finish -> its `finished_at`
-in the database (the runner's 20 ms exit poll and the finish transaction);
-`settle+wake` = -> the follow-up task's `created_at` (the settle window and the wake
-claim); `to model` = -> the model request's receipt (task start, notice events, history
-build, HTTP).
+(the moment the server reaped its process; on 2 cores with N shells exiting together this
+is mostly the operating system); `settle+wake` = -> the follow-up task's `created_at` (the
+batched finish transaction, the settle window and the wake claim); `start` = -> the
+task's `ai_message_start` (queue drained into the history, notice events, history build);
+`call` = -> the model request's receipt.
 
 Run: `.venv/bin/python bench/notifications.py` (or `make bench`); `--quick` for a smoke
 run; `--help` for the options. The whole run takes about 1.5-2.5 minutes on 2 cores and
@@ -374,8 +375,9 @@ def print_table(rows: list[Row]) -> None:
               f"{med('settle_wake_ms'):>11.1f} | {med('start_ms'):>6.1f} | {med('call_ms'):>6.1f} | "
               f"{med('spread_ms'):>6.1f} | {len(row.reps)}")
     print("latency = detect + settle+wake + start + call (medians in ms, per wave over all reps):\n"
-          "  detect      last command's own finish (date in the command) -> its finished_at in the database\n"
-          "  settle+wake -> created_at of the follow-up task that made the measured request\n"
+          "  detect      last command's own finish (date in the command) -> its finished_at (reaped by the server)\n"
+          "  settle+wake -> created_at of the follow-up task that made the measured request (finish transaction, "
+          "settle, wake)\n"
           "  start       -> that task's ai_message_start event (notice events, inline drain, history build)\n"
           "  call        -> the scripted model server received the request\n"
           "  spread      first -> last completion of the wave, by the commands' own clocks")
@@ -420,11 +422,12 @@ def print_comparison_and_goals(rows: list[Row], settle_ms: float) -> bool:
             top = max(shares, key=shares.get)
             detail = ", ".join(f"{name} {v:.1f} ms" for name, v in shares.items())
             why = {
-                "detect": "N shells exit and are reaped on 2 cores, and each command's green thread reads its "
-                          "output tail before the batched finish transaction records it",
-                "settle+wake": f"the settle window ({settle_ms:g} ms) plus the wake's claim and drain transaction",
-                "start": "the follow-up logs one user_message event per notice (one transaction) and builds "
-                         "the history before its first model call",
+                "detect": "N shells exit and are reaped on 2 cores; each command's green thread reads its output "
+                          "tail once its shell is reaped",
+                "settle+wake": f"the batched finish transaction, the settle window ({settle_ms:g} ms) and the wake's "
+                               "claim",
+                "start": "the follow-up drains N notices into the history, logs one user_message event per "
+                         "notice (one transaction each) and reads the history before its first model call",
                 "call": "the model client builds and sends a request that carries every notice",
             }[top]
             print(f"{' ' * len(label)} dominated by {top} ({detail}): {why}")

@@ -49,6 +49,7 @@ class Finish:
     output: str
     truncated: bool
     error: str | None
+    ended_at: float  # when the command's process ended, not when the finish was written
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,10 @@ class BackgroundCommandManager:
             )
             error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
             finish = Finish(start.command_id, _status_of(outcome, cancel.is_set()), outcome.exit_code,
-                            outcome.output, outcome.truncated, error)
+                            outcome.output, outcome.truncated, error, now())
         except Exception as exc:
             log.exception("background command %s failed to run", start.command_id)
-            finish = Finish(start.command_id, "failed", None, "", False, f"could not run: {exc}")
+            finish = Finish(start.command_id, "failed", None, "", False, f"could not run: {exc}", now())
         try:
             self._submit(finish)
         finally:
@@ -186,21 +187,26 @@ class BackgroundCommandManager:
 
     def _finish(self, batch: list[Finish]) -> None:
         """Mark finished and queue the notices in one transaction, then deliver the last one per agent
-        (delivery drains the agent's whole queue, so one is enough)."""
-        notices: dict[str, PendingMessage] = {}
+        (delivery drains the agent's whole queue, so one is enough).
+
+        A wave of N completions is a handful of statements, not N round trips: the commands still running
+        are read (and locked) at once, their finish marks go out as one UPDATE per column set at flush,
+        and the notices as one batched insert."""
+        ends = {f.command_id: f for f in batch}
         with self._db.write() as s:
-            for f in batch:
-                won = s.execute(
-                    update(BackgroundCommand).where(BackgroundCommand.id == f.command_id,
-                                                    BackgroundCommand.status == RUNNING)
-                    .values(status=f.status, exit_code=f.exit_code, output_tail=f.output,
-                            output_truncated=f.truncated, error=f.error, finished_at=now())
-                ).rowcount == 1
-                if won:
-                    notice = self._notice(s.get(BackgroundCommand, f.command_id))
-                    self._router.enqueue_in(s, notice)
-                    notices[notice.target_agent_id] = notice
-        for notice in notices.values():
+            commands = list(s.scalars(
+                select(BackgroundCommand).where(BackgroundCommand.id.in_(list(ends)),
+                                                BackgroundCommand.status == RUNNING)
+                .with_for_update()
+            ))
+            commands.sort(key=lambda cmd: ends[cmd.id].ended_at)  # notices queue in finish order
+            for cmd in commands:
+                f = ends[cmd.id]
+                cmd.status, cmd.exit_code, cmd.error = f.status, f.exit_code, f.error
+                cmd.output_tail, cmd.output_truncated, cmd.finished_at = f.output, f.truncated, f.ended_at
+            queued = self._router.enqueue_many_in(s, [self._notice(cmd) for cmd in commands])
+        last_per_agent = {notice.target_agent_id: notice for notice in queued}
+        for notice in last_per_agent.values():
             self._router.deliver(notice)
 
     def _notice(self, cmd: BackgroundCommand) -> PendingMessage:
@@ -271,5 +277,5 @@ class BackgroundCommandManager:
                     pass
             output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
             self._finish([Finish(cmd.id, "lost", None, output, truncated,
-                                 "the server process running it stopped; its result is lost")])
+                                 "the server process running it stopped; its result is lost", now())])
         return len(orphans)

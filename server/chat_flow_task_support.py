@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from modules.llm import ModelReply
@@ -24,7 +25,7 @@ def turn_is_ours(rt: Runtime, turn: ChatTurn) -> bool:
     return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
 
 
-def to_model_message(msg: Message) -> dict[str, Any]:
+def to_model_message(msg: Message | Row) -> dict[str, Any]:
     out: dict[str, Any] = {"role": msg.role, "content": msg.content or ""}
     if msg.role == "assistant" and msg.tool_calls:
         out["tool_calls"] = msg.tool_calls
@@ -37,7 +38,7 @@ def to_model_message(msg: Message) -> dict[str, Any]:
 
 def build_model_messages(rt: Runtime, turn: ChatTurn) -> list[dict[str, Any]]:
     system = turn.profile.system_message(turn.display_name)
-    history = message_store.list_messages(rt.db, turn.agent_id)
+    history = message_store.model_history(rt.db, turn.agent_id)
     return [{"role": "system", "content": system}, *(to_model_message(m) for m in history)]
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from modules.multi_agent import agent_state
@@ -71,14 +72,15 @@ class PendingMessage:
                    question_id=question_id, meta=dict(meta or {}))
 
     @classmethod
-    def from_row(cls, row: PendingMessageRow) -> PendingMessage:
+    def from_row(cls, row: PendingMessageRow | Row) -> PendingMessage:
         return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
                    source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
                    content=row.content, question_id=row.question_id, created_at=row.created_at,
                    meta=dict(row.meta or {}))
 
-    def to_row(self) -> PendingMessageRow:
-        return PendingMessageRow(
+    def row_values(self) -> dict[str, Any]:
+        """Its `PendingMessageRow` columns, for the queue's batched insert."""
+        return dict(
             id=self.id, conversation_id=self.conversation_id, target_agent_id=self.target_agent_id,
             source_agent_id=self.source_agent_id, source_display_name=self.source_display_name, type=self.type,
             content=self.content, question_id=self.question_id, meta=self.meta, created_at=self.created_at,
@@ -183,7 +185,12 @@ class MessageRouter:
     def enqueue_in(self, session: Session, message: PendingMessage) -> bool:
         """Enqueue inside the caller's transaction (a completion is queued with its finish mark).
         Call `deliver` after the commit."""
-        return queue.enqueue_in(session, message.to_row())
+        return queue.enqueue_in(session, message.row_values())
+
+    def enqueue_many_in(self, session: Session, messages: list[PendingMessage]) -> list[PendingMessage]:
+        """`enqueue_in` for a batch (a wave of completions): one lookup and one insert; returns the new ones."""
+        fresh = set(queue.enqueue_many_in(session, [m.row_values() for m in messages]))
+        return [m for m in messages if m.id in fresh]
 
     def deliver(self, message: PendingMessage) -> RouteResult:
         """The receiver-decided step for a message already committed to its queue."""
@@ -244,7 +251,7 @@ class MessageRouter:
             return self.drain_to_history_in(s, agent_id, conversation_id, consumed_by, last_starts_work=False)
 
     def has_queued(self, agent_id: str) -> bool:
-        return bool(queue.list_queued(self._db, agent_id))
+        return queue.has_queued(self._db, agent_id)
 
     # -- blocking asks ---------------------------------------------------
     def begin_ask(self, agent_id: str, question_id: str, asked_agent_id: str | None,

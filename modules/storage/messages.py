@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, insert, select
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -28,22 +28,21 @@ class MessageDraft:
 
 
 def append_in(session: Session, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:
-    """Append inside the caller's transaction, so a caller can couple it with other writes."""
+    """Append inside the caller's transaction, so a caller can couple it with other writes.
+
+    One batched insert; the returned rows are detached copies of what was written (their `id` unset)."""
     last = session.scalar(select(func.max(Message.seq)).where(Message.agent_id == agent_id))
-    seq = 0 if last is None else last + 1
-    rows = []
+    first = 0 if last is None else last + 1
     ts = now()
-    for draft in drafts:
-        row = Message(
-            message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=seq,
-            role=draft.role, content=draft.content, tool_calls=draft.tool_calls,
-            tool_call_id=draft.tool_call_id, name=draft.name, meta=dict(draft.meta), created_at=ts,
-        )
-        session.add(row)
-        rows.append(row)
-        seq += 1
-    session.flush()
-    return rows
+    values = [
+        dict(message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=first + i,
+             role=draft.role, content=draft.content, tool_calls=draft.tool_calls, tool_call_id=draft.tool_call_id,
+             name=draft.name, meta=dict(draft.meta), created_at=ts)
+        for i, draft in enumerate(drafts)
+    ]
+    if values:
+        session.execute(insert(Message), values)
+    return [Message(**v) for v in values]
 
 
 def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:
@@ -54,6 +53,14 @@ def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: l
 def list_messages(db: Database, agent_id: str) -> list[Message]:
     with db.read() as s:
         return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
+
+
+def model_history(db: Database, agent_id: str) -> list[Row]:
+    """Only the columns a model request carries, as plain rows: the whole history is read before every
+    model call, and building ORM objects for it costs more than the query."""
+    with db.read() as s:
+        return list(s.execute(select(Message.role, Message.content, Message.tool_calls, Message.tool_call_id)
+                              .where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
 def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:

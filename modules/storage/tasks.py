@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -76,10 +76,12 @@ def next_event_idx(db: Database, task_id: str) -> int:
 
 def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
     """Write consecutive events of one task in one transaction."""
+    if not events:
+        return
     ts = now()
     with db.write() as s:
-        s.add_all(TaskEvent(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
-                  for i, (event_type, data) in enumerate(events))
+        s.execute(insert(TaskEvent), [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
+                                      for i, (event_type, data) in enumerate(events)])
 
 
 def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:
