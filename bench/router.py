@@ -3,10 +3,10 @@
 Fan-in: S sender agents (S = 1, 10, 100) send messages at the same time to one receiver
 agent (the master) that is running a turn. The receiver works like the server's tool loop:
 before each model call it drains its queue into its history (`consume_pending_messages`,
-one transaction) and builds the model request from the whole history (`list_messages`), then
-"calls the model" (sleeps `--model-ms`). Each message is routed with the product's
-`MessageRouter.route_message` (committed to the receiver's durable queue, then delivered by
-the receiver's state: here `injected_inline`).
+one transaction) and builds the model request from the whole history (`model_history`, as
+`build_model_messages` does), then "calls the model" (sleeps `--model-ms`). Each message
+is routed with the product's `MessageRouter.route_message` (committed to the receiver's
+durable queue, then delivered by the receiver's state: here `injected_inline`).
 
 Figures, per database (SQLite file in WAL mode; PostgreSQL on 127.0.0.1:5432 in a throw-away
 database) and sender count:
@@ -233,7 +233,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
         while len(visible_at) < total and time.monotonic() < deadline:
             start = time.perf_counter()
             drained = router.consume_pending_messages(master.id, conv.id, "bench-turn")
-            message_store.list_messages(db, master.id)  # the next model request's history
+            message_store.model_history(db, master.id)  # the next model request's history
             built = time.perf_counter()
             busy["recv"] += built - start
             drains += 1

@@ -220,12 +220,32 @@ class BackgroundCommandManager:
 
     # -- control and queries ----------------------------------------------
     def cancel(self, command_id: str) -> bool:
+        """Cancel a command this process runs; False when it runs elsewhere or has ended."""
         with self._lock:
             flag = self._cancel.get(command_id)
         if flag is None:
             return False
         flag.set()
         return True
+
+    def request_cancel(self, command_id: str) -> bool:
+        """Flag a running command for its owner (another process) to cancel; False when it has ended."""
+        with self._db.write() as s:
+            return s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
+                                                             BackgroundCommand.status == RUNNING)
+                             .values(cancel_requested=True)).rowcount == 1
+
+    def apply_cancel_requests(self) -> None:
+        """Cancel the commands of this process that another process flagged."""
+        with self._lock:
+            mine = list(self._cancel)
+        if not mine:
+            return
+        with self._db.read() as s:
+            flagged = list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.id.in_(mine),
+                                                                        BackgroundCommand.cancel_requested)))
+        for command_id in flagged:
+            self.cancel(command_id)
 
     def get(self, command_id: str) -> BackgroundCommand | None:
         with self._db.read() as s:

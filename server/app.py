@@ -17,6 +17,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
+from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals
 from modules.storage.db import Database
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
@@ -57,8 +58,9 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     tools = build_tools()
     profiles = load_profiles(settings.agent_profiles_path, set(tools.names()))
     spawn = socketio.start_background_task
-    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000)
-    membership = Membership(db)
+    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s)
+    membership = Membership(db, poll_s=settings.peer_poll_s)
+    peers = build_peer_signals(settings.redis_url, membership.process_id)
     rt = Runtime(
         settings=settings, db=db, model=model, tools=tools, profiles=profiles, agent_states=AgentStates(db),
         router=router, sub_agents=SubAgentManager(db, profiles),
@@ -68,7 +70,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         membership=membership,
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
-        signals=load_routing_signals(settings.routing_signals_path),
+        signals=load_routing_signals(settings.routing_signals_path), peers=peers,
     )
     rt.tasks = TaskManager(rt)
     rt.suggestions = SuggestionService(rt)
@@ -77,10 +79,15 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         commands=rt.commands, profiles=profiles, user_questions=rt.user_questions, expect_turn=rt.tasks.expect_turn,
         stop_agent=rt.tasks.stop_agent,
     )
+    router.notify_peers = lambda agent_id: peers.publish(QUEUED, agent_id)
+    peers.subscribe(QUEUED, router.on_peer_queued)
+    peers.subscribe(STOP, lambda task_id: rt.tasks.apply_stop_requests())
+    peers.subscribe(CANCEL_COMMAND, lambda command_id: rt.commands.apply_cancel_requests())
+    peers.start(spawn)
     recovered = rt.membership.take_over(rt.tasks)
     if recovered:
         log.warning("marked %d task(s) of a stopped server process as failed", recovered)
-    spawn(rt.membership.run, rt.tasks)
+    spawn(rt.membership.run, rt.tasks, rt.commands)
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes

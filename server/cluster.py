@@ -1,7 +1,8 @@
 """This process's membership among the server processes that share one database.
 
 A background loop heartbeats, applies stop requests that other processes wrote
-for this process's tasks, and takes over the work of processes that are gone.
+for this process's tasks and background commands (at once when a peer signal
+says so, else at the next poll), and takes over the work of processes that are gone.
 One process or several, the same code runs: a single process simply finds no
 peers.
 """
@@ -23,8 +24,9 @@ SWEEP_S = 5.0
 
 
 class Membership:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, *, poll_s: float = TICK_S):
         self._db = db
+        self._poll_s = poll_s
         self.process_id = processes.register(db)
 
     def alive(self) -> set[str]:
@@ -40,14 +42,17 @@ class Membership:
         processes.forget(self._db, gone)
         return recovered
 
-    def run(self, tasks) -> None:
-        """The loop; never returns. `tasks` is the TaskManager."""
-        last_beat = last_sweep = time.monotonic()
+    def run(self, tasks, commands) -> None:
+        """The loop; never returns. `tasks` is the TaskManager, `commands` the BackgroundCommandManager."""
+        last_beat = last_sweep = last_poll = time.monotonic()
         while True:
             time.sleep(TICK_S)
             try:
-                tasks.apply_stop_requests()
                 current = time.monotonic()
+                if current - last_poll >= self._poll_s:
+                    tasks.apply_stop_requests()
+                    commands.apply_cancel_requests()
+                    last_poll = current
                 if current - last_beat >= HEARTBEAT_S:
                     processes.heartbeat(self._db, self.process_id)
                     last_beat = current

@@ -16,6 +16,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
+from modules.peer_signals import PeerSignals
 from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
@@ -46,6 +47,7 @@ class Runtime:
     active_agents: ActiveAgentSessionStore
     user_questions: UserQuestions
     signals: RoutingSignals
+    peers: PeerSignals
     tasks: TaskManager | None = None
     services: AgentServices | None = None
     suggestions: SuggestionService | None = None

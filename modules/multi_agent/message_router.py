@@ -40,8 +40,6 @@ from modules.storage.records import new_id, now
 
 RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
 MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
-# A blocked ask also looks in its queue this often, for answers that no in-process waiter saw.
-RESCAN_S = 0.5
 
 
 class RouteError(ValueError):
@@ -150,8 +148,11 @@ class MessageRouter:
     costs one turn, not one each; the last completion of all wakes the agent at once."""
 
     def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
-                 max_settle_s: float = 0.5):
+                 max_settle_s: float = 0.5, rescan_s: float = 1.0):
         self._db = db
+        # A blocked ask also looks in its queue this often, for an answer that another server process
+        # queued and whose signal (`notify_peers`) it missed.
+        self._rescan_s = rescan_s
         self._spawn = spawn
         self._settle_s = settle_s
         self._max_settle_s = max_settle_s
@@ -165,6 +166,9 @@ class MessageRouter:
         # Whether completions may still come for the agent (its commands or sub-agents still run):
         # only then is a notice worth holding back for the rest of its wave.
         self.more_completions_expected: Callable[[str], bool] = lambda agent_id: True
+        # Tell the other server processes that a waiting agent has a queued message: its blocked ask
+        # may run there. They call `on_peer_queued`.
+        self.notify_peers: Callable[[str], None] = lambda agent_id: None
 
     # -- sending ---------------------------------------------------------
     def route_message(self, target_agent_id: str, message: PendingMessage) -> RouteResult:
@@ -200,6 +204,8 @@ class MessageRouter:
         if waiter is not None and waiter.matches(message) and self._resolve(waiter, message):
             return RouteResult(RESOLVED, self.active_task_of(target))
         agent = agent_store.get_agent(self._db, target)
+        if waiter is None and agent is not None and agent.state == agent_state.WAITING:
+            self.notify_peers(target)
         if agent is not None and agent.state in (agent_state.IDLE, agent_state.COMPLETED):
             if (message.type == "notice" and self._settle_s > 0 and self._spawn is not None
                     and self.more_completions_expected(target)):
@@ -269,7 +275,7 @@ class MessageRouter:
         deadline = time.monotonic() + timeout_s
         try:
             self._take_queued_answer(waiter)
-            next_scan = time.monotonic() + RESCAN_S
+            next_scan = time.monotonic() + self._rescan_s
             while not waiter.event.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or should_stop():
@@ -277,10 +283,17 @@ class MessageRouter:
                 waiter.event.wait(min(poll_s, remaining))
                 if time.monotonic() >= next_scan:  # an answer queued by another server process
                     self._take_queued_answer(waiter)
-                    next_scan = time.monotonic() + RESCAN_S
+                    next_scan = time.monotonic() + self._rescan_s
             return waiter.answer
         finally:
             self.end_ask(waiter)
+
+    def on_peer_queued(self, agent_id: str) -> None:
+        """Another process queued a message for this agent: if its ask is blocked here, look now."""
+        with self._lock:
+            waiter = self._waiters.get(agent_id)
+        if waiter is not None and not waiter.event.is_set():
+            self._take_queued_answer(waiter)
 
     def _take_queued_answer(self, waiter: AskWaiter) -> None:
         for row in queue.list_queued(self._db, waiter.agent_id):

@@ -167,6 +167,7 @@ class BackgroundCommand(Base):
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     log_path: Mapped[str] = mapped_column(String(512))
     owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     error: Mapped[str | None] = mapped_column(String(512), nullable=True)
     created_at: Mapped[float] = mapped_column(Double)
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)

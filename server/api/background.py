@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
+from modules.peer_signals import CANCEL_COMMAND
 from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from server.api.context import current_user_id, owned_conversation, runtime
@@ -58,9 +59,10 @@ def cancel_command(command_id: str):
     if cmd is None:
         raise not_found("background command")
     owned_conversation(cmd.conversation_id, current_user_id())
+    # Run here: cancelled at once. Run by another process: flagged for it, and it is told to look now.
     if not commands.cancel(cmd.id):
-        if cmd.status == "running":
-            raise ApiError(409, "command_elsewhere", f"command {cmd.id} runs in another server process; "
-                                                     "cancel it through that process")
-        raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
+        if not commands.request_cancel(cmd.id):
+            cmd = commands.get(cmd.id) or cmd
+            raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
+        runtime().peers.publish(CANCEL_COMMAND, cmd.id)
     return jsonify({"success": True, "command_id": cmd.id, "cancelling": True})

@@ -19,6 +19,7 @@ from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
+from modules.peer_signals import STOP
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -310,7 +311,10 @@ class TaskManager:
         if task is None or task.status not in task_store.ACTIVE_STATUSES:
             return False
         if task.owner and task.owner in rt.membership.alive():
-            return task_store.request_stop(rt.db, task_id)
+            if not task_store.request_stop(rt.db, task_id):
+                return False
+            rt.peers.publish(STOP, task_id)
+            return True
         # Active in the database but run by no live process: take over the dead one's work now (the task
         # ends `failed`/`interrupted`, its open calls closed, its parent told).
         rt.membership.take_over(self)

@@ -102,3 +102,72 @@ def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(
         messages = b.get(f"/api/conversations/{cid}/messages").json()["data"]
         assert [(m["role"], (m["content"] or "").split("\n")[0]) for m in messages] == [
             ("user", "first"), ("user", "next"), ("assistant", "fresh answer from B")]
+
+
+def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_waiting_for_a_poll(
+        make_server, llm, tmp_path):
+    """With the database polls an hour apart, only the Redis signal can bring B's answer and B's stop to A."""
+    with fresh_database("postgresql", tmp_path) as url:
+        env = {"REDIS_URL": REDIS, "PEER_POLL_S": "3600"}
+        a = make_server(database_url=url, env=env)
+        b = make_server(database_url=url, env=env)
+
+        llm.script(tool_calls(("ask_user", {"question": "Which file?"})), match=MASTER)
+        llm.script(text("Reading notes.txt."), match=MASTER)
+        sent = a.send("open a file for me")
+        cid = sent["conversation_id"]
+
+        def pending_ask():
+            events = b.get(f"/api/tasks/{sent['task_id']}").json()["events"]
+            return next((e["data"] for e in events if e["type"] == "ask_user"), None)
+
+        ask = wait_until(pending_ask, what="ask_user event")
+        answer = b.send("notes.txt", cid, question_id=ask["question_id"])
+        assert answer["route"] == "hil" and answer["task_id"] == sent["task_id"]
+        task = a.wait_task(sent["task_id"], timeout=20)
+        assert task["status"] == "succeeded"
+        result = next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"]
+        assert "notes.txt" in result
+
+        llm.script(tool_calls(("run_command", {"command": "sleep 60"})), match=MASTER)
+        long = a.send("long job", cid)
+        wait_until(lambda: any(e["type"] == "tool_start" for e in b.get(f"/api/tasks/{long['task_id']}").json()[
+            "events"]), what="the command to start")
+        assert b.post(f"/api/tasks/{long['task_id']}/cancel").status_code == 200
+        assert a.wait_task(long["task_id"], timeout=20)["status"] == "stopped"
+
+        _cancel_a_background_command_of_a_through_b(a, b, llm, cid)
+
+
+def test_a_cancel_through_another_process_reaches_the_owner_by_its_database_poll(make_server, llm, tmp_path):
+    """No Redis: the cancel flag in the database is all the owner gets, and it is enough."""
+    with fresh_database("postgresql", tmp_path) as url:
+        env = {"PEER_POLL_S": "0.5"}
+        a = make_server(database_url=url, env=env)
+        b = make_server(database_url=url, env=env)
+        llm.script(text("Hello."), match=MASTER)
+        first = a.send("hello")
+        assert a.wait_task(first["task_id"])["status"] == "succeeded"
+        _cancel_a_background_command_of_a_through_b(a, b, llm, first["conversation_id"])
+
+
+def _cancel_a_background_command_of_a_through_b(a, b, llm, cid):
+    llm.script(tool_calls(("run_command", {"command": "sleep 60", "run_in_background": True})), match=MASTER)
+    llm.script(text("Started it."), match=MASTER)
+    llm.script(text("It was cancelled."), match=MASTER)
+    started = a.send("start a long job in the background", cid)
+    assert a.wait_task(started["task_id"])["status"] == "succeeded"
+    command = b.get(f"/api/background_commands?conversation_id={cid}").json()["data"][-1]
+    assert command["status"] == "running"
+    cancel = b.post(f"/api/background_commands/{command['command_id']}/cancel")
+    assert cancel.status_code == 200 and cancel.json()["cancelling"] is True
+
+    def ended():
+        cmds = b.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
+        return next(c for c in cmds if c["command_id"] == command["command_id"])["status"] != "running"
+
+    wait_until(ended, timeout=20, what="the command to be cancelled by its owner")
+    cmds = a.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
+    assert next(c for c in cmds if c["command_id"] == command["command_id"])["status"] == "cancelled"
+    again = b.post(f"/api/background_commands/{command['command_id']}/cancel")
+    assert again.status_code == 409 and again.json()["code"] == "command_not_running"
