@@ -222,6 +222,34 @@ export class Chat {
     const held = this.ephemeral;
     this.ephemeral = [];
     for (const ev of held) this.apply(ev);
+    void this.restoreSuggestions(gen);
+  }
+
+  /** The latest reply's chips survive a reload: they are the last `suggestions` event of the
+   * last finished task, shown while that reply is still the latest thing in the timeline. */
+  private async restoreSuggestions(gen: number): Promise<void> {
+    const last = [...this.finishedTasks].pop();
+    if (!last || this.state.suggestions) return;
+    try {
+      let from = 0;
+      let found: Record<string, unknown> | null = null;
+      for (let page = 0; page < 10; page++) {
+        const body = await api<TaskWithEvents>(`/api/tasks/${encodeURIComponent(last)}?from=${from}`);
+        if (gen !== this.generation) return;
+        for (const e of body.events) if (e.type === "suggestions") found = e.data ?? null;
+        if (body.events.length < EVENTS_PAGE) break;
+        from = body.next_offset;
+      }
+      if (found && !this.state.suggestions) this.showSuggestions(found, last);
+    } catch {
+      // Chips are a convenience: without them the conversation reads the same.
+    }
+  }
+
+  private showSuggestions(d: Record<string, unknown>, taskId: string | undefined): void {
+    const questions = optionsOf(d.questions).filter((q) => q.trim());
+    if (!questions.length || !this.isLatestReply(str(d.message_id))) return; // late chips of an older reply
+    this.state.suggestions = { messageId: str(d.message_id), questions, taskId };
   }
 
   /** Start a fresh, empty conversation view (the conversation is created at the first send). */
@@ -549,12 +577,9 @@ export class Chat {
           agentName: str(d.display_name) || this.agentName(agentId), taskId });
         break;
       }
-      case "suggestions": {
-        const questions = optionsOf(d.questions).filter((q) => q.trim());
-        if (!questions.length || !this.isLatestReply(str(d.message_id))) break; // late chips of an older reply
-        this.state.suggestions = { messageId: str(d.message_id), questions, taskId };
+      case "suggestions":
+        this.showSuggestions(d, taskId);
         break;
-      }
       case "route": {
         const target = str(d.message_id) ? this.messages.get(str(d.message_id)) : undefined;
         const item = target?.kind === "user" ? target : this.lastUserItem((u) => !u.route);

@@ -179,6 +179,8 @@ def test_a_suggestion_chip_takes_the_fast_path(page, ui_server, llm):
     first_reply = assistant(page).first
     expect(first_reply.locator("xpath=following-sibling::*[1]")).to_have_attribute("data-testid", "suggestions")
 
+    page.reload()  # the latest reply's chips survive a reload
+    expect(chips).to_have_text(["continue", "Show me later trains"])
     chips.filter(has_text="continue").click()
     expect(chips).to_have_count(0)
     sent = page.get_by_test_id("user-message").last
