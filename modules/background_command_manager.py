@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.peer_signals import CANCEL_COMMAND, PeerSignals
 from modules.storage import pending_messages as queue
 from modules.storage import processes
 from modules.storage.db import Database
@@ -85,9 +86,10 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
 
 class BackgroundCommandManager:
     def __init__(self, db: Database, router: MessageRouter, *, logs_dir: Path, tail_chars: int,
-                 spawn: Callable[..., Any], owner: str | None = None):
+                 spawn: Callable[..., Any], owner: str | None = None, peers: PeerSignals | None = None):
         self._db = db
         self._owner = owner
+        self._peers = peers or PeerSignals()
         self._router = router
         self._logs_dir = logs_dir
         self._tail_chars = tail_chars
@@ -220,20 +222,32 @@ class BackgroundCommandManager:
 
     # -- control and queries ----------------------------------------------
     def cancel(self, command_id: str) -> bool:
-        """Cancel a command this process runs; False when it runs elsewhere or has ended."""
+        """Cancel a running command wherever it runs: here at once; in another process by a flag in the
+        database and a signal to look at it now. False when it has ended."""
+        if self._cancel_here(command_id):
+            return True
+        with self._db.write() as s:
+            flagged = s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
+                                                                BackgroundCommand.status == RUNNING)
+                                .values(cancel_requested=True)).rowcount == 1
+        if flagged:
+            self._peers.publish(CANCEL_COMMAND, command_id)
+        return flagged
+
+    def cancel_agent_commands(self, agent_id: str) -> int:
+        """Cancel every running command of an agent (it was terminated)."""
+        with self._db.read() as s:
+            ids = list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.agent_id == agent_id,
+                                                                    BackgroundCommand.status == RUNNING)))
+        return sum(self.cancel(command_id) for command_id in ids)
+
+    def _cancel_here(self, command_id: str) -> bool:
         with self._lock:
             flag = self._cancel.get(command_id)
         if flag is None:
             return False
         flag.set()
         return True
-
-    def request_cancel(self, command_id: str) -> bool:
-        """Flag a running command for its owner (another process) to cancel; False when it has ended."""
-        with self._db.write() as s:
-            return s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
-                                                             BackgroundCommand.status == RUNNING)
-                             .values(cancel_requested=True)).rowcount == 1
 
     def apply_cancel_requests(self) -> None:
         """Cancel the commands of this process that another process flagged."""
@@ -245,7 +259,7 @@ class BackgroundCommandManager:
             flagged = list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.id.in_(mine),
                                                                         BackgroundCommand.cancel_requested)))
         for command_id in flagged:
-            self.cancel(command_id)
+            self._cancel_here(command_id)
 
     def get(self, command_id: str) -> BackgroundCommand | None:
         with self._db.read() as s:

@@ -66,7 +66,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         router=router, sub_agents=SubAgentManager(db, profiles),
         commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
                                           tail_chars=settings.command_output_tail_chars, spawn=spawn,
-                                          owner=membership.process_id),
+                                          owner=membership.process_id, peers=peers),
         membership=membership,
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
@@ -77,7 +77,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     rt.services = AgentServices(
         db=db, settings=settings, router=router, states=rt.agent_states, sub_agents=rt.sub_agents,
         commands=rt.commands, profiles=profiles, user_questions=rt.user_questions, expect_turn=rt.tasks.expect_turn,
-        stop_agent=rt.tasks.stop_agent,
+        terminate_agent=rt.tasks.terminate_agent,
     )
     router.notify_peers = lambda agent_id: peers.publish(QUEUED, agent_id)
     peers.subscribe(QUEUED, router.on_peer_queued)

@@ -8,6 +8,7 @@ goes inline into a running turn, or starts a new one.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,9 +34,18 @@ class SendRequest:
     question_id: str | None
 
 
+def storable(text: str) -> bool:
+    """Whether the text can be stored: valid Unicode (JSON lets a client send a lone surrogate) and no NUL."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
 def _optional_str(payload: dict, name: str, max_len: int) -> str | None:
     value = payload.get(name)
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= max_len):
+    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= max_len or not storable(value)):
         raise ApiError(400, f"invalid_{name}", f"`{name}` must be a string of 1 to {max_len} characters")
     return value
 
@@ -46,8 +56,8 @@ def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
     message = payload.get("message")
     if not isinstance(message, str) or not message.strip():
         raise ApiError(400, "invalid_message", "`message` must be a non-empty string")
-    if "\x00" in message:
-        raise ApiError(400, "invalid_message", "`message` must not contain NUL characters")
+    if not storable(message):
+        raise ApiError(400, "invalid_message", "`message` must be valid Unicode without NUL characters")
     if len(message) > max_chars:
         raise ApiError(413, "message_too_large", f"`message` is longer than {max_chars} characters")
     return SendRequest(message, _optional_str(payload, "conversation_id", 64),
@@ -57,6 +67,14 @@ def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
 def title_from(message: str) -> str:
     line = " ".join(message.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def _message_id(user_id: int, client_message_id: str | None) -> str | None:
+    """A retried send (its first try crashed or failed after queueing) carries the same message id, so
+    the queue stores it once; without a client_message_id every send is new."""
+    if not client_message_id:
+        return None
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"chat-server:user/{user_id}/client-message/{client_message_id}"))
 
 
 class ChatService:
@@ -146,6 +164,7 @@ class ChatService:
             conversation_id=conv.id, target_agent_id=target.id,
             type="answer" if decision.question_id else "message", content=req.message,
             source_display_name="user", question_id=decision.question_id, meta=meta,
+            id=_message_id(conv.user_id, req.client_message_id),
         )
         try:
             routed = rt.router.route_message(target.id, message)

@@ -37,4 +37,4 @@ class AgentServices:
     profiles: dict[str, AgentProfile]
     user_questions: UserQuestions
     expect_turn: Callable[[str], TurnWaiter]
-    stop_agent: Callable[[str], bool]
+    terminate_agent: Callable[[str], None]

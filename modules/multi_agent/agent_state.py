@@ -66,13 +66,17 @@ class AgentStates:
                 return None
         return None
 
-    def transition_in(self, s: Session, agent_id: str, to_state: str, *, force: bool = False) -> StateChange | None:
+    def transition_in(self, s: Session, agent_id: str, to_state: str, *, force: bool = False,
+                      version: int | None = None) -> StateChange | None:
         """One compare-and-set inside the caller's transaction, so a state change can commit together with
-        what causes it; the caller announces the change after the commit."""
+        what causes it; the caller announces the change after the commit. With `version`, only from the
+        row the caller saw."""
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
         agent = s.get(Agent, agent_id, populate_existing=True)
         if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
+            return None
+        if version is not None and agent.version != version:
             return None
         previous, version = agent.state, agent.version
         won = s.execute(

@@ -131,6 +131,7 @@ class AskWaiter:
     event: threading.Event = field(default_factory=threading.Event)
     answer: PendingMessage | None = None
     since: float = field(default_factory=now)
+    closed: bool = False  # the ask has ended: an answer taken now must go back to the queue
 
     def matches(self, msg: PendingMessage) -> bool:
         if msg.type == "answer" and msg.question_id == self.question_id:
@@ -181,9 +182,9 @@ class MessageRouter:
         if agent.terminated:
             raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
         with self._db.write() as s:
-            fresh = self.enqueue_in(s, message)
-        if not fresh:
-            return RouteResult(INJECTED_INLINE, self.active_task_of(target_agent_id))
+            self.enqueue_in(s, message)
+        # Delivered again when it was queued before (a retried send whose first try died after queueing):
+        # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
         return self.deliver(message)
 
     def enqueue_in(self, session: Session, message: PendingMessage) -> bool:
@@ -204,6 +205,11 @@ class MessageRouter:
         if waiter is not None and waiter.matches(message) and self._resolve(waiter, message):
             return RouteResult(RESOLVED, self.active_task_of(target))
         agent = agent_store.get_agent(self._db, target)
+        if agent is not None and agent.terminated:
+            # Queued past the termination (a command of the agent that ended after it): nobody will read it.
+            with self._db.write() as s:
+                queue.discard_in(s, target, "terminated")
+            return RouteResult(INJECTED_INLINE)
         if waiter is None and agent is not None and agent.state == agent_state.WAITING:
             self.notify_peers(target)
         if agent is not None and agent.state in (agent_state.IDLE, agent_state.COMPLETED):
@@ -284,9 +290,9 @@ class MessageRouter:
                 if time.monotonic() >= next_scan:  # an answer queued by another server process
                     self._take_queued_answer(waiter)
                     next_scan = time.monotonic() + self._rescan_s
-            return waiter.answer
         finally:
             self.end_ask(waiter)
+        return waiter.answer  # settled: once closed, no answer is handed to this waiter any more
 
     def on_peer_queued(self, agent_id: str) -> None:
         """Another process queued a message for this agent: if its ask is blocked here, look now."""
@@ -303,6 +309,7 @@ class MessageRouter:
 
     def end_ask(self, waiter: AskWaiter) -> None:
         with self._lock:
+            waiter.closed = True
             if self._waiters.get(waiter.agent_id) is waiter:
                 del self._waiters[waiter.agent_id]
 
@@ -319,11 +326,20 @@ class MessageRouter:
             return PendingMessage.from_row(row) if row is not None else None
 
     def _resolve(self, waiter: AskWaiter, message: PendingMessage) -> bool:
-        """Hand the message to the blocked call: taken from the queue by compare-and-set, so once."""
+        """Hand the message to the blocked call: taken from the queue by compare-and-set, so once.
+
+        The ask may end (timeout, stop) while its answer is being taken; then the message goes back to
+        the queue, where the agent's next drain (or turn) finds it, and the caller delivers it as usual."""
+        consumed_by = f"ask:{waiter.question_id}"
         with self._db.write() as s:
-            taken = queue.take_in(s, message.id, consumed_by=f"ask:{waiter.question_id}")
+            taken = queue.take_in(s, message.id, consumed_by=consumed_by)
         if taken is None:
             return False
-        waiter.answer = message
-        waiter.event.set()
-        return True
+        with self._lock:
+            if not waiter.closed:
+                waiter.answer = message
+                waiter.event.set()
+                return True
+        with self._db.write() as s:
+            queue.requeue_in(s, message.id, consumed_by=consumed_by)
+        return False

@@ -66,6 +66,24 @@ def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
     ))
 
 
+def discard_in(session: Session, agent_id: str, reason: str) -> int:
+    """Consume the agent's whole queue without delivering it (the agent was terminated)."""
+    return session.execute(
+        update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
+                                        PendingMessageRow.status == QUEUED)
+        .values(status=CONSUMED, consumed_by=reason[:64], consumed_at=now())
+    ).rowcount
+
+
+def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:
+    """Undo a `take_in` whose taker could not use the message; it keeps its place (`seq`) in the queue."""
+    return session.execute(
+        update(PendingMessageRow).where(PendingMessageRow.id == message_id, PendingMessageRow.status == CONSUMED,
+                                        PendingMessageRow.consumed_by == consumed_by[:64])
+        .values(status=QUEUED, consumed_by=None, consumed_at=None)
+    ).rowcount == 1
+
+
 def take_in(session: Session, message_id: str, consumed_by: str) -> PendingMessageRow | None:
     """Consume one queued message; None when it is gone already."""
     won = session.execute(

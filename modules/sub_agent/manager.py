@@ -108,7 +108,11 @@ class SubAgentManager:
         return [PendingMessage.from_row(r) for r in queue.queued_notices(self._db, conversation_id, "sub_agent")]
 
     def mark_terminated(self, agent_id: str) -> bool:
+        """Terminate a sub-agent; what waits in its queue is discarded with it (it takes no more turns)."""
         with self._db.write() as s:
-            return s.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == SUB_AGENT_KIND,
-                                                 Agent.terminated.is_(False))
-                             .values(terminated=True, updated_at=now())).rowcount == 1
+            won = s.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == SUB_AGENT_KIND,
+                                                Agent.terminated.is_(False))
+                            .values(terminated=True, updated_at=now())).rowcount == 1
+            if won:
+                queue.discard_in(s, agent_id, "terminated")
+            return won

@@ -129,7 +129,7 @@ def _terminate_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
         return _error(f"no sub-agent named {args['display_name']!r} in this conversation")
     if not svc.sub_agents.mark_terminated(target.id):
         return _error(f"{target.display_name} is already terminated")
-    svc.stop_agent(target.id)
+    svc.terminate_agent(target.id)
     return {"success": True, "display_name": target.display_name, "status": "terminated"}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from modules.peer_signals import CANCEL_COMMAND
 from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from server.api.context import current_user_id, owned_conversation, runtime
@@ -39,7 +38,7 @@ def terminate_sub_agent(agent_id: str):
     owned_conversation(agent.conversation_id, current_user_id())
     if not rt.sub_agents.mark_terminated(agent.id):
         raise ApiError(409, "already_terminated", f"{agent.display_name} is already terminated")
-    rt.tasks.stop_agent(agent.id)
+    rt.tasks.terminate_agent(agent.id)
     return jsonify({"success": True, "agent_id": agent.id, "display_name": agent.display_name,
                     "status": "terminated"})
 
@@ -59,10 +58,7 @@ def cancel_command(command_id: str):
     if cmd is None:
         raise not_found("background command")
     owned_conversation(cmd.conversation_id, current_user_id())
-    # Run here: cancelled at once. Run by another process: flagged for it, and it is told to look now.
     if not commands.cancel(cmd.id):
-        if not commands.request_cancel(cmd.id):
-            cmd = commands.get(cmd.id) or cmd
-            raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
-        runtime().peers.publish(CANCEL_COMMAND, cmd.id)
+        cmd = commands.get(cmd.id) or cmd
+        raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
     return jsonify({"success": True, "command_id": cmd.id, "cancelling": True})

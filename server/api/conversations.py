@@ -10,7 +10,7 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from server.api.context import current_user_id, json_body, owned_conversation, runtime
 from server.api.serializers import agent_json, conversation_json, message_json
-from server.chat_service import DEFAULT_TITLE
+from server.chat_service import DEFAULT_TITLE, storable
 from server.errors import ApiError, not_found
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
@@ -23,7 +23,7 @@ def create_conversation():
     user_id = current_user_id()
     payload = json_body(required=False)
     title = payload.get("title", DEFAULT_TITLE)
-    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS or not storable(title):
         raise ApiError(400, "invalid_title", f"`title` must be a string of at most {MAX_TITLE_CHARS} characters")
     rt = runtime()
     conv, master = conversation_store.create_conversation(rt.db, user_id, title.strip() or DEFAULT_TITLE,

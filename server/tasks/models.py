@@ -1,8 +1,8 @@
 """Task records in motion: starting an agent's turn from its queue, running it, ending it, recovery.
 
-A task is one turn of one agent. Turns start in one place, `create_chat_task`: a
-compare-and-set claims the idle agent, then one transaction drains the
-agent's whole queue into its history and creates the task. The first N-1
+A task is one turn of one agent. Turns start in one place, `create_chat_task`: one
+transaction claims the idle agent by compare-and-set, creates the task and drains
+the agent's whole queue into its history. The first N-1
 drained messages are preceding notices (`starts_work: false`), the last is
 the trigger; the task's event log begins with all N, in order.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
-from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
+from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage
 from modules.peer_signals import STOP
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
@@ -39,8 +39,8 @@ STOP_REASON = "cancelled: the user stopped the task"
 RESTART_REASON = "interrupted: the server restarted while this call was open"
 
 
-class _NothingQueued(Exception):
-    """Another drainer emptied the queue between the check and the claim."""
+class _NoTurn(Exception):
+    """The agent was claimed by another caller, or its queue emptied, between the checks and the claim."""
 
 
 @dataclass
@@ -110,26 +110,25 @@ class TaskManager:
             return None
         if not rt.router.has_queued(agent_id):
             return None
-        claim = rt.agent_states.transition(agent_id, agent_state.RUNNING, notify=False)
-        if claim is None:
-            return None
         try:
+            # The claim, the task and the drain commit together: an agent is never `running` without its
+            # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
             with rt.db.write() as s:
+                claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
+                if claim is None:
+                    raise _NoTurn
                 task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
                                                  task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
                                                  owner=rt.membership.process_id)
                 drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
                                                         last_starts_work=True)
                 if not drained:
-                    raise _NothingQueued
+                    raise _NoTurn
                 task.trigger_message_id = drained[-1].message_id
                 task.meta = {"message_ids": [m.message_id for m in drained],
                              "from_user": all((m.meta or {}).get("source") == "user" for m in drained)}
-        except BaseException as exc:
-            rt.agent_states.transition(agent_id, claim.previous, notify=False)
-            if isinstance(exc, _NothingQueued):
-                return None
-            raise
+        except _NoTurn:
+            return None
         self._register(task, agent, drained, claim)
         rt.spawn(self._run_chat_task, task.id)
         return task.id
@@ -202,12 +201,7 @@ class TaskManager:
             log.exception("could not finish task %s cleanly", turn.task_id)
         finally:
             try:
-                with rt.db.write() as s:
-                    # Another process that took this task over (it thought us gone) has the last word.
-                    settled = task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
-                                                            expected=task_store.ACTIVE_STATUSES)
-                    if settled and notice is not None:
-                        rt.router.enqueue_in(s, notice)
+                settled = self._write_final_status(turn.task_id, outcome, notice)
             finally:
                 with self._lock:
                     self._running.pop(turn.task_id, None)
@@ -221,6 +215,24 @@ class TaskManager:
         if outcome.status == SUCCEEDED:
             self._suggest(running)
         run_completion_poll(rt, turn.agent_id)
+
+    def _write_final_status(self, task_id: str, outcome: TurnOutcome, notice: PendingMessage | None) -> bool:
+        """The final status (with the parent's notice), retried until the database takes it: a task left
+        active under a live owner would look busy forever, since recovery only takes over dead owners."""
+        attempt = 0
+        while True:
+            try:
+                with self._rt.db.write() as s:
+                    # Another process that took this task over (it thought us gone) has the last word.
+                    settled = task_store.set_task_status_in(s, task_id, outcome.status, error=outcome.error,
+                                                            expected=task_store.ACTIVE_STATUSES)
+                    if settled and notice is not None:
+                        self._rt.router.enqueue_in(s, notice)
+                return settled
+            except Exception:
+                attempt += 1
+                log.exception("could not record the end of task %s (attempt %d)", task_id, attempt)
+                time.sleep(min(0.2 * 2**attempt, 10.0))
 
     def _suggest(self, running: RunningTask) -> None:
         """Suggestions follow a reply to the user: a turn that a user message started or joined."""
@@ -324,6 +336,11 @@ class TaskManager:
         task_id = self.active_task_of_agent(agent_id)
         return self.stop(task_id) if task_id else False
 
+    def terminate_agent(self, agent_id: str) -> None:
+        """The work of an agent just marked terminated ends: its turn, and its background commands."""
+        self.stop_agent(agent_id)
+        self._rt.commands.cancel_agent_commands(agent_id)
+
     def apply_stop_requests(self) -> None:
         """Stop the tasks of this process that another process was asked to stop."""
         with self._lock:
@@ -375,11 +392,20 @@ class TaskManager:
             recovered += 1
         busy = {t.agent_id for t in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)}
         for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
-            # Running with no task anywhere: a process died between claiming the agent and starting its task.
-            if agent.id not in busy and now() - agent.updated_at > orphan_grace_s:
-                close_open_tool_calls(rt, agent.conversation_id, agent.id, RESTART_REASON)
+            # Running with no task anywhere (left by a version that claimed agents apart from their tasks):
+            # released only if it is still exactly as listed, in the transaction that checks for a task.
+            if agent.id in busy or now() - agent.updated_at <= orphan_grace_s:
+                continue
+            with rt.db.write() as s:
+                released = None
+                if task_store.active_task_of_agent_in(s, agent.id) is None:
+                    released = rt.agent_states.transition_in(s, agent.id, agent_state.IDLE, force=True,
+                                                             version=agent.version)
+                if released is not None:
+                    close_open_tool_calls_in(s, agent.conversation_id, agent.id, RESTART_REASON)
+            if released is not None:
                 rt.user_questions.close_for_agent(agent.conversation_id, agent.id)
-                rt.agent_states.transition(agent.id, agent_state.IDLE, force=True)
+                rt.agent_states.announce(released)
         rt.commands.recover_lost(gone)
         for notice in notices:
             rt.router.deliver(notice)

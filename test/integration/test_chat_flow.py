@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 
 import socketio
@@ -250,6 +251,20 @@ def test_repeated_client_message_id_is_stored_once(server, llm):
     msgs = server.get(f"/api/conversations/{first['conversation_id']}/messages").json()["data"]
     assert [m["content"] for m in msgs if m["role"] == "user"] == ["only once"]
     assert len(server.get("/api/conversations").json()["data"]) == 1
+
+
+def test_a_retry_after_a_send_died_past_queueing_stores_the_message_once(server, llm):
+    first = server.send("only once", client_message_id="abc-2")
+    server.wait_task(first["task_id"])
+    # As if the first try's process died after queueing, before recording its answer: the
+    # reservation is still in progress and old enough to count as abandoned.
+    with sqlite3.connect(server.database_url.removeprefix("sqlite:///")) as conn:
+        conn.execute("UPDATE client_requests SET response = ?, created_at = 0 WHERE client_message_id = ?",
+                     (json.dumps({"in_progress": True}), "abc-2"))
+    retry = server.send("only once", first["conversation_id"], client_message_id="abc-2")
+    assert retry["message_id"] == first["message_id"]
+    msgs = server.get(f"/api/conversations/{first['conversation_id']}/messages").json()["data"]
+    assert [m["content"] for m in msgs if m["role"] == "user"] == ["only once"]
 
 
 def test_sigkill_mid_task_is_recovered_with_a_valid_history(server, llm):

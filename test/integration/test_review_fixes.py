@@ -93,6 +93,31 @@ def test_terminating_a_blocking_sub_agent_ends_its_masters_wait(make_server, llm
     assert len(master_tasks(server, cid)) == 1  # a terminated sub-agent sends no notice
 
 
+def test_terminating_a_sub_agent_cancels_its_commands_and_leaves_nothing_queued(server, llm):
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "start the long job"})),
+               text("Started a helper."), text("The helper started its job."), match=MASTER)
+    llm.script(tool_calls(("run_command", {"command": "sleep 60", "run_in_background": True})),
+               text("The job runs."), match=sub(1))
+    sent = server.send("delegate a long job")
+    cid = sent["conversation_id"]
+    wait_until(lambda: len(master_tasks(server, cid)) == 2 and all(
+        t["status"] == "succeeded" for t in master_tasks(server, cid)), what="the master heard the helper")
+    helper = server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"][0]
+    assert server.get(f"/api/conversations/{cid}/running-status").json()["has_running_background_commands"]
+
+    assert server.post(f"/api/sub_agents/{helper['agent_id']}/terminate").status_code == 200
+
+    def settled():
+        status = server.get(f"/api/conversations/{cid}/running-status").json()
+        return not status["has_running_background_commands"] and status["pending_notices"] == 0 and status
+    wait_until(settled, what="the helper's command cancelled and its notice discarded")
+    commands = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
+    assert [c["status"] for c in commands] == ["cancelled"]
+    agents = {a["display_name"]: a for a in server.get(f"/api/conversations/{cid}/agents").json()["data"]}
+    assert agents["InfoAgent_1"]["pending_count"] == 0
+    assert len(master_tasks(server, cid)) == 2  # a terminated sub-agent's command wakes nobody
+
+
 def test_a_stopped_background_sub_agent_reports_to_its_master(server, llm):
     hold = threading.Event()
     llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "long research"})), match=MASTER)

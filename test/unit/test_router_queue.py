@@ -427,3 +427,21 @@ def test_parallel_asks_of_several_agents_never_cross(db):
         assert got.question_id == questions[agent.id]
         assert got.content == f"answer to secret of {i}?"
         assert got.target_agent_id == agent.id
+
+
+def test_an_answer_taken_just_as_its_ask_ends_goes_back_to_the_queue(db, monkeypatch):
+    """The asker's timeout lands while the router takes the answer: the answer is not lost with the ask."""
+    team = Team(db, 1)
+    sub = team.subs[0]
+    waiter = team.router.begin_ask(sub.id, "q_1", team.master.id)
+    take_in = queue.take_in
+
+    def take_as_the_ask_times_out(session, message_id, consumed_by):
+        team.router.end_ask(waiter)
+        return take_in(session, message_id, consumed_by)
+
+    monkeypatch.setattr(queue, "take_in", take_as_the_ask_times_out)
+    answer = team.message(team.master, sub, "Lisbon", "answer", question_id="q_1")
+    routed = team.router.route_message(sub.id, answer)
+    assert routed.delivery != RESOLVED and waiter.answer is None
+    assert [row.id for row in queue.list_queued(db, sub.id)] == [answer.id]
