@@ -31,6 +31,8 @@ import type {
 
 /** The server's page size of a task's event log (GET /api/tasks/<id>?from=). */
 const EVENTS_PAGE = 5000;
+/** How often the active tasks' logs are read while the socket is down. */
+const OFFLINE_POLL_MS = 1500;
 /** How long a send waits for its acknowledgement before retrying over REST (same client_message_id). */
 const SEND_ACK_TIMEOUT_MS = 60000;
 const FINAL_STATUSES = new Set(["succeeded", "failed", "stopped"]);
@@ -74,6 +76,8 @@ export interface ChatState {
   subAgentWaiting: { count: number; tasks: { agent_id?: string; display_name?: string; summary?: string }[] } | null;
   background: { subAgents: boolean; commands: boolean };
   stopping: boolean;
+  /** The first send is creating the conversation. */
+  creating: boolean;
   /** Streamed text that disagreed with its `text_end` (should stay 0: a check for the tests). */
   textMismatches: number;
   /** Bumped on every applied event of an agent: a side view of that agent refreshes. */
@@ -100,6 +104,7 @@ export class Chat {
     subAgentWaiting: null,
     background: { subAgents: false, commands: false },
     stopping: false,
+    creating: false,
     textMismatches: 0,
     agentActivity: {},
   }) as ChatState;
@@ -121,6 +126,8 @@ export class Chat {
   private generation = 0; // bumped when another conversation opens: late answers are dropped
   private agentsTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimers = new Set<ReturnType<typeof setTimeout>>();
+  private creating: Promise<string> | null = null; // sends made meanwhile share the one conversation
+  private pollTimer: ReturnType<typeof setTimeout> | null = null;
   onConversationsChanged: () => void = () => {};
 
   constructor(private socket: SocketLike) {}
@@ -270,6 +277,7 @@ export class Chat {
     if (this.holding) return; // open() attaches to the tasks once history is in
     const gen = this.generation;
     for (const t of this.tracks.values()) if (!t.final) this.fetchFrom(t);
+    this.recoverSuggestions(gen);
     try {
       const tasks = await api<{ data: TaskSummary[] }>(`/api/tasks?conversation_id=${encodeURIComponent(cid)}`);
       if (gen !== this.generation) return;
@@ -282,6 +290,28 @@ export class Chat {
       // the next reconnect or event tries again
     }
     this.refreshAgents();
+  }
+
+  /** Chips come after their task's final event, so a drop right after it loses them: read on
+   * from the watermark of the last task that finished here, or from the log of the last one
+   * that had finished before the conversation opened. */
+  private recoverSuggestions(gen: number): void {
+    if (this.state.suggestions) return;
+    const finished = [...this.tracks.values()].filter((t) => t.final && this.foreground(t));
+    const last = finished[finished.length - 1];
+    if (last) this.fetchFrom(last);
+    else void this.restoreSuggestions(gen);
+  }
+
+  /** While the socket is down, nothing pushes events: poll the active tasks' logs until it is back. */
+  pollWhileOffline(): void {
+    if (this.pollTimer || this.socket.connected) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = null;
+      if (this.socket.connected) return;
+      if (!this.holding) for (const t of this.tracks.values()) if (!t.final) this.fetchFrom(t);
+      this.pollWhileOffline();
+    }, OFFLINE_POLL_MS);
   }
 
   // ---- events in ----------------------------------------------------------------
@@ -753,19 +783,17 @@ export class Chat {
     if (!message) return { success: false, code: "empty", error: "empty message" };
     let cid = this.state.conversationId;
     if (!cid) {
-      const created = await api<Conversation & { agents?: AgentInfo[] }>("/api/conversations", {
-        method: "POST",
-        body: {},
-      });
-      this.reset(created.conversation_id, created.title);
-      cid = created.conversation_id;
-      if (created.agents?.length) {
-        this.state.agents = created.agents;
-        this.state.masterAgentId = created.agents[0]!.agent_id;
-        this.masterDisplayName = created.agents[0]!.display_name;
+      const before = this.generation;
+      try {
+        cid = await this.createConversation();
+      } catch (err) {
+        const failed = { success: false, code: (err as ApiError).code ?? "network_error", error: (err as Error).message };
+        // Keep what the user wrote on screen, marked as not sent, unless they moved on meanwhile.
+        if (before === this.generation) {
+          this.push({ kind: "user", key: `c:${newId()}`, text: message, failed: failed.error || failed.code });
+        }
+        return failed;
       }
-      this.join();
-      this.onConversationsChanged();
     }
     const gen = this.generation;
     const clientMessageId = newId();
@@ -817,10 +845,39 @@ export class Chat {
         t.userFacing = true;
         this.updateRunning();
       }
-      if (!this.socket.connected) this.fetchFrom(t);
+      if (!this.socket.connected) {
+        this.fetchFrom(t);
+        this.pollWhileOffline();
+      }
     }
     this.onConversationsChanged();
     return answer;
+  }
+
+  /** Create the conversation of a fresh view, once: a second send meanwhile waits for the same one. */
+  private createConversation(): Promise<string> {
+    this.creating ??= (async () => {
+      this.state.creating = true;
+      try {
+        const created = await api<Conversation & { agents?: AgentInfo[] }>("/api/conversations", {
+          method: "POST",
+          body: {},
+        });
+        this.reset(created.conversation_id, created.title);
+        if (created.agents?.length) {
+          this.state.agents = created.agents;
+          this.state.masterAgentId = created.agents[0]!.agent_id;
+          this.masterDisplayName = created.agents[0]!.display_name;
+        }
+        this.join();
+        this.onConversationsChanged();
+        return created.conversation_id;
+      } finally {
+        this.creating = null;
+        this.state.creating = false;
+      }
+    })();
+    return this.creating;
   }
 
   /** Stop the running task(s): the master's first, as the server reports it. */
@@ -837,6 +894,8 @@ export class Chat {
     }
     for (const id of ids) {
       try {
+        // Offline, the socket would only buffer the stop until its ack timed out.
+        if (!this.socket.connected) throw new Error("offline");
         const ack = (await this.socket.timeout(10000).emitWithAck("stop_task", { task_id: id })) as SendAnswer;
         if (ack?.success === false && ack.code !== "task_not_running") {
           await api(`/api/tasks/${encodeURIComponent(id)}/cancel`, { method: "POST" }).catch(() => undefined);
@@ -847,6 +906,7 @@ export class Chat {
       const t = this.tracks.get(id);
       if (t && !t.final) this.fetchFrom(t);
     }
+    this.pollWhileOffline();
     if (this.state.running.length === 0) this.state.stopping = false;
   }
 }

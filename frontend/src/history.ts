@@ -17,8 +17,10 @@ export function str(v: unknown): string {
   return typeof v === "string" ? v : v === undefined || v === null ? "" : String(v);
 }
 
+/** A list of choices (question options, suggested follow-ups), each once: twice the same is one choice. */
 export function optionsOf(v: unknown): string[] {
-  return Array.isArray(v) ? v.filter((o) => o !== null && o !== undefined).map((o) => str(o)) : [];
+  if (!Array.isArray(v)) return [];
+  return [...new Set(v.filter((o) => o !== null && o !== undefined).map((o) => str(o)))];
 }
 
 /** The answer an `ask_user` tool result carries, if any. */

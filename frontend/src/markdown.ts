@@ -8,15 +8,16 @@ function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
 
-export function highlight(code: string, lang?: string): { html: string; language: string } {
+/** Highlight `code`; without a known `lang`, guess it only when `auto` (guessing is slow). */
+export function highlight(code: string, lang?: string, auto = true): { html: string; language: string } {
   const wanted = (lang ?? "").trim().split(/\s+/)[0]?.toLowerCase() ?? "";
   try {
     if (wanted && hljs.getLanguage(wanted)) {
       return { html: hljs.highlight(code, { language: wanted, ignoreIllegals: true }).value, language: wanted };
     }
-    if (code.length < 20000) {
-      const auto = hljs.highlightAuto(code);
-      return { html: auto.value, language: auto.language ?? "" };
+    if (auto && code.length < 20000) {
+      const result = hljs.highlightAuto(code);
+      return { html: result.value, language: result.language ?? "" };
     }
   } catch {
     // fall through to plain text
@@ -24,17 +25,37 @@ export function highlight(code: string, lang?: string): { html: string; language
   return { html: escapeHtml(code), language: "" };
 }
 
-const marked = new Marked({
-  gfm: true,
-  breaks: true,
-  renderer: {
-    code({ text, lang }: Tokens.Code): string {
-      const { html, language } = highlight(text, lang);
-      const label = language ? `<span class="code-lang">${escapeHtml(language)}</span>` : "";
-      const cls = language ? ` language-${escapeHtml(language)}` : "";
-      return `<pre class="code-block">${label}<code class="hljs${cls}">${html}</code></pre>`;
+function markedWith(auto: boolean): Marked {
+  return new Marked({
+    gfm: true,
+    breaks: true,
+    renderer: {
+      code({ text, lang }: Tokens.Code): string {
+        const { html, language } = highlight(text, lang, auto);
+        const label = language ? `<span class="code-lang">${escapeHtml(language)}</span>` : "";
+        const cls = language ? ` language-${escapeHtml(language)}` : "";
+        return `<pre class="code-block">${label}<code class="hljs${cls}">${html}</code></pre>`;
+      },
     },
-  },
+  });
+}
+
+const finished = markedWith(true);
+const streaming = markedWith(false);
+
+// Model text must not restyle or cover the page (inline styles, <style>, the app's own
+// classes), pose as a form, or make the browser fetch a remote URL (a tracking pixel can
+// carry data out in its query string).
+const FORBID_TAGS = ["style", "form", "input", "button", "textarea", "select", "option", "optgroup", "datalist",
+  "fieldset", "audio", "video", "source", "track", "picture"];
+const FORBID_ATTR = ["style", "srcset", "poster", "background"];
+// Code highlighting's classes (with its sub-scopes such as `function_`), and the code block's own.
+const OWN_CLASS = /^(hljs(-[\w-]+)?|[a-z]+_+|language-[\w+#.-]+|code-block|code-lang)$/;
+
+DOMPurify.addHook("uponSanitizeAttribute", (_node, data) => {
+  if (data.attrName !== "class") return;
+  data.attrValue = data.attrValue.split(/\s+/).filter((c) => OWN_CLASS.test(c)).join(" ");
+  if (!data.attrValue) data.keepAttr = false;
 });
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
@@ -44,9 +65,49 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-export function renderMarkdown(source: string): string {
-  const html = marked.parse(source ?? "", { async: false }) as string;
-  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true } });
+function localImage(src: string): boolean {
+  if (/^data:image\//i.test(src)) return true;
+  try {
+    return new URL(src, window.location.href).origin === window.location.origin;
+  } catch {
+    return false;
+  }
+}
+
+/** A remote image becomes a link to it (named by its alt text): nothing is fetched unless clicked. */
+function unloadRemoteImages(root: DocumentFragment): void {
+  for (const img of Array.from(root.querySelectorAll("img"))) {
+    const src = img.getAttribute("src") ?? "";
+    if (localImage(src)) continue;
+    const doc = img.ownerDocument;
+    const alt = img.getAttribute("alt") ?? "";
+    if (/^https?:/i.test(src)) {
+      const a = doc.createElement("a");
+      a.href = src;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      a.textContent = alt || src;
+      img.replaceWith(a);
+    } else {
+      img.replaceWith(doc.createTextNode(alt));
+    }
+  }
+}
+
+/** Markdown as safe HTML; `partial` (a reply still streaming) skips guessing unlabelled code languages. */
+export function renderMarkdown(source: string, partial = false): string {
+  const html = (partial ? streaming : finished).parse(source ?? "", { async: false }) as string;
+  // Sanitized into an inert document: nothing in it is fetched before the remote images are gone.
+  const frag = DOMPurify.sanitize(html, {
+    USE_PROFILES: { html: true },
+    FORBID_TAGS,
+    FORBID_ATTR,
+    RETURN_DOM_FRAGMENT: true,
+  });
+  unloadRemoteImages(frag);
+  const box = frag.ownerDocument.createElement("div");
+  box.append(frag);
+  return box.innerHTML;
 }
 
 /** Pretty-print a JSON string if it is JSON, else return it as it is. */

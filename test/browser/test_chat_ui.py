@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 from playwright.sync_api import expect
@@ -44,6 +45,7 @@ def test_send_streams_markdown_with_highlighted_code(page, ui_server, llm):
     code = body.locator("pre code.hljs")
     expect(code).to_contain_text('return f"hello {name}"')
     expect(code.locator("span.hljs-keyword").first).to_have_text("def")
+    expect(code.locator("span.hljs-title.function_")).to_have_text("greet")  # highlighting's own classes stay
     # sanitized: no handler attributes, no scripts, nothing ran
     expect(body.locator("img")).to_have_count(1)
     assert body.locator("img").get_attribute("onerror") is None
@@ -272,3 +274,106 @@ def test_access_token_from_the_settings_popover(make_server, open_page, llm):
     wait_connected(page)
     expect(page.get_by_test_id("conversation-item")).to_have_count(1)
     expect(assistant(page).get_by_test_id("assistant-text")).to_have_text("hello alice")
+
+
+def test_a_failed_conversation_creation_keeps_the_message_as_not_sent(page, ui_server, llm):
+    def fail_create(route):
+        if route.request.method == "POST":
+            route.fulfill(status=500, json={"success": False, "code": "internal_error", "error": "database down"})
+        else:
+            route.fallback()
+
+    wait_connected(page)
+    page.route("**/api/conversations", fail_create)
+    send(page, "keep this message")
+    user = page.get_by_test_id("user-message")
+    expect(user.get_by_test_id("user-text")).to_have_text("keep this message")
+    expect(user.get_by_test_id("send-error")).to_contain_text("database down")
+
+    page.unroute("**/api/conversations", fail_create)
+    llm.script(text("created this time"))
+    send(page, "second try")
+    expect(assistant(page).get_by_test_id("assistant-text")).to_have_text("created this time")
+    expect(page.get_by_test_id("user-message").get_by_test_id("user-text")).to_have_text("second try")
+
+
+def test_double_clicking_an_example_creates_one_conversation(page, ui_server, llm):
+    creates: list[str] = []
+    page.on("request", lambda r: r.method == "POST" and r.url.endswith("/api/conversations") and creates.append(r.url))
+    llm.script(text("This team plans and runs work."))
+    wait_connected(page)
+    before = {c["conversation_id"] for c in ui_server.get("/api/conversations").json()["data"]}
+    page.get_by_test_id("example-chip").first.dblclick()
+    cid = conversation_id(page)
+    expect(assistant(page).get_by_test_id("assistant-text")).to_have_text("This team plans and runs work.")
+    expect(page.get_by_test_id("user-message")).to_have_count(1)
+    after = {c["conversation_id"] for c in ui_server.get("/api/conversations").json()["data"]}
+    assert after - before == {cid}
+    assert len(creates) == 1
+
+
+def test_closed_drawers_take_no_focus_and_escape_closes_open_ones(open_page, ui_server, llm):
+    page = open_page(ui_server, viewport=PHONE)
+    timeline = page.get_by_test_id("timeline")
+    expect(timeline).to_have_attribute("role", "log")
+    expect(timeline).to_have_attribute("aria-live", "polite")
+    sidebar = page.get_by_test_id("conversation-sidebar")
+    expect(sidebar).not_to_be_in_viewport()
+    focus_in_sidebar = "() => !!document.activeElement?.closest('[data-testid=conversation-sidebar]')"
+    page.get_by_test_id("open-settings").focus()
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        assert not page.evaluate(focus_in_sidebar)
+
+    toggle = page.get_by_test_id("toggle-conversations")
+    toggle.click()
+    expect(sidebar).to_be_in_viewport()
+    new_conversation = sidebar.get_by_test_id("new-conversation")
+    new_conversation.focus()
+    expect(new_conversation).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(sidebar).not_to_be_in_viewport()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    expect(toggle).to_be_focused()
+
+    page.get_by_test_id("toggle-team").click()
+    expect(page.get_by_test_id("team-panel")).to_be_in_viewport()
+    page.keyboard.press("Escape")
+    expect(page.get_by_test_id("team-panel")).to_have_count(0)
+
+
+def test_stop_while_offline_cancels_at_once(page, ui_server, llm):
+    llm.script(tool_calls(("run_command", {"command": "sleep 30"})))
+    wait_connected(page)
+    send(page, "sleep while I go offline")
+    card = page.get_by_test_id("tool-card")
+    expect(card).to_have_attribute("data-status", "running")
+    task_id = only_task(ui_server, conversation_id(page))
+    page.evaluate("window.__agentChat.disconnect()")
+    expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
+    page.get_by_test_id("stop-button").click()
+    # well before the 10 s a stop over the socket would wait for its acknowledgement
+    assert ui_server.wait_task(task_id, timeout=5)["status"] == "stopped"
+    # still offline, the page polls the task's log
+    expect(page.get_by_test_id("status-line")).to_have_attribute("data-tone", "stopped")
+    expect(page.get_by_test_id("stop-button")).to_have_count(0)
+
+
+def test_a_reply_to_a_message_sent_offline_comes_in_by_polling(page, ui_server, llm):
+    release = threading.Event()
+    llm.script(text("Answered while offline.", wait=release))
+    wait_connected(page)
+    page.evaluate("window.__agentChat.disconnect()")
+    expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
+    try:
+        # the page reads the task's log once right after the REST send; the reply comes later
+        with page.expect_response(re.compile(r"/api/tasks/[^/?]+\?from=")):
+            send(page, "are you there?")
+        release.set()
+        reply = assistant(page)
+        expect(reply.get_by_test_id("assistant-text")).to_have_text("Answered while offline.")
+        expect(reply).to_have_attribute("data-done", "true")
+        expect(page.get_by_test_id("stop-button")).to_have_count(0)
+        expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
+    finally:
+        release.set()

