@@ -17,11 +17,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
@@ -175,17 +176,44 @@ class BackgroundCommandManager:
 
     def _finish_reliably(self, batch: list[Finish]) -> None:
         """A database outage must not leave a finished command `running` with no notice: retry until
-        it is recorded (the notice is written with the finish mark, so it is never half done)."""
-        attempt = 0
-        while True:
+        it is recorded (the notice is written with the finish mark, so it is never half done).
+
+        A batch that fails is split, so one record the database refuses cannot hold up the others; a
+        record refused for its content (not for an outage) is written again without its output."""
+        if len(batch) > 1:
             try:
                 self._finish(batch)
                 return
             except Exception:
+                log.exception("could not record the end of %d background commands together; one by one",
+                              len(batch))
+            for finish in batch:
+                self._finish_reliably([finish])
+            return
+        finish, attempt = batch[0], 0
+        while True:
+            try:
+                self._finish([finish])
+                return
+            except (OperationalError, InterfaceError):
                 attempt += 1
-                log.exception("could not record the end of %d background command(s) (attempt %d)", len(batch),
-                              attempt)
+                log.exception("could not record the end of command %s (attempt %d)", finish.command_id, attempt)
                 time.sleep(min(0.2 * 2**attempt, 10.0))
+            except Exception:
+                log.exception("the database refused the end of command %s; recording it without its output",
+                              finish.command_id)
+                finish = replace(finish, output="", truncated=False,
+                                 error="its output could not be stored; see the command log")
+
+    def _deliver_each(self, notices: list[PendingMessage]) -> None:
+        """After the commit: one failed delivery must not keep the others' agents asleep (the membership
+        sweep wakes idle agents with queued messages)."""
+        for notice in notices:
+            try:
+                self._router.deliver(notice)
+            except Exception:
+                log.exception("could not deliver the notice of %s to agent %s", notice.meta.get("command_id"),
+                              notice.target_agent_id)
 
     def _finish(self, batch: list[Finish]) -> None:
         """Mark finished and queue the notices in one transaction, then deliver the last one per agent
@@ -208,8 +236,7 @@ class BackgroundCommandManager:
                 cmd.output_tail, cmd.output_truncated, cmd.finished_at = f.output, f.truncated, f.ended_at
             queued = self._router.enqueue_many_in(s, [self._notice(cmd) for cmd in commands])
         last_per_agent = {notice.target_agent_id: notice for notice in queued}
-        for notice in last_per_agent.values():
-            self._router.deliver(notice)
+        self._deliver_each(list(last_per_agent.values()))
 
     def _notice(self, cmd: BackgroundCommand) -> PendingMessage:
         return PendingMessage.new(

@@ -53,11 +53,15 @@ class PeerSignals:
 class RedisPeerSignals(PeerSignals):
     """Signals through one Redis channel; a process ignores its own."""
 
-    def __init__(self, url: str, process_id: str, *, retry_s: float = 1.0) -> None:
+    def __init__(self, url: str, process_id: str, *, retry_s: float = 1.0, timeout_s: float = 2.0) -> None:
         import redis  # imported here: a single process runs without it
 
         super().__init__()
-        self._redis = redis.Redis.from_url(url)
+        # Publishing happens inside sends and stops: a Redis that does not answer costs at most timeout_s.
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        # The listener waits for messages without a read timeout; pings find a dead connection.
+        self._listener = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_keepalive=True,
+                                              health_check_interval=30)
         self._process_id = process_id
         self._retry_s = retry_s
 
@@ -73,14 +77,18 @@ class RedisPeerSignals(PeerSignals):
 
     def _listen(self) -> None:
         while True:
+            pubsub = self._listener.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(CHANNEL)
-                for raw in pubsub.listen():
-                    self._receive(raw.get("data"))
+                while True:
+                    raw = pubsub.get_message(timeout=1.0)
+                    if raw is not None:
+                        self._receive(raw.get("data"))
             except Exception as exc:
                 log.warning("peer signals: Redis listener failed (%s); reconnecting in %g s", exc, self._retry_s)
-                time.sleep(self._retry_s)
+            finally:
+                pubsub.close()
+            time.sleep(self._retry_s)
 
     def _receive(self, data: Any) -> None:
         try:

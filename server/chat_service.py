@@ -126,12 +126,27 @@ class ChatService:
     def _deliver(self, user_id: int, req: SendRequest,
                  on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
         rt = self._rt
+        earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
+        if earlier is not None:
+            return self._redeliver(earlier, on_conversation)
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)
         rt.suggestions.cancel(conv.id)
         with self._in_order(conv.id):
             return self._route(conv, req)
+
+    def _redeliver(self, message: PendingMessage,
+                   on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
+        """A retry whose first try queued the message and then died: deliver the stored message where it
+        went (its conversation, its agent), never a second copy where routing might send it today."""
+        if on_conversation is not None:
+            on_conversation(message.conversation_id)
+        target = agent_store.get_agent(self._rt.db, message.target_agent_id)
+        routed = self._rt.router.deliver(message)
+        return {"success": True, "task_id": routed.task_id, "conversation_id": message.conversation_id,
+                "agent_id": message.target_agent_id, "message_id": message.id, "route": message.meta.get("route"),
+                "delivery": routed.delivery, "target_agent": target.display_name if target else None}
 
     @contextmanager
     def _in_order(self, conversation_id: str) -> Iterator[None]:

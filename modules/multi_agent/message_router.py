@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Row
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from modules.multi_agent import agent_state
@@ -35,7 +35,7 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.messages import MessageDraft
-from modules.storage.models import Message, PendingMessageRow
+from modules.storage.models import Agent, Message, PendingMessageRow
 from modules.storage.records import new_id, now
 
 RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
@@ -176,16 +176,23 @@ class MessageRouter:
         """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
         if message.target_agent_id != target_agent_id:
             raise ValueError("message target does not match")
-        agent = agent_store.get_agent(self._db, target_agent_id)
-        if agent is None:
-            raise RouteError(f"no agent {target_agent_id}")
-        if agent.terminated:
-            raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
         with self._db.write() as s:
+            # The receiver's row is share-locked while the message is queued: a termination (which discards
+            # the queue) commits either before, and the sender hears it, or after, and takes this along.
+            agent = s.scalars(select(Agent).where(Agent.id == target_agent_id).with_for_update(read=True)).first()
+            if agent is None:
+                raise RouteError(f"no agent {target_agent_id}")
+            if agent.terminated:
+                raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
             self.enqueue_in(s, message)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
         return self.deliver(message)
+
+    def stored(self, message_id: str) -> PendingMessage | None:
+        """A message already in a queue (queued or consumed), by id."""
+        row = queue.get_message(self._db, message_id)
+        return PendingMessage.from_row(row) if row is not None else None
 
     def enqueue_in(self, session: Session, message: PendingMessage) -> bool:
         """Enqueue inside the caller's transaction (a completion is queued with its finish mark).
@@ -342,4 +349,6 @@ class MessageRouter:
                 return True
         with self._db.write() as s:
             queue.requeue_in(s, message.id, consumed_by=consumed_by)
-        return False
+        # Delivered afresh by the receiver's state now: its turn may have ended meanwhile, with nothing
+        # queued at its end-of-turn check, or a new ask may be waiting for exactly this.
+        return self.deliver(message).delivery == RESOLVED

@@ -30,7 +30,9 @@ class CommandOutcome:
 
 
 def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
-    """The last `tail_chars` characters of a log file, and whether anything was cut."""
+    """The last `tail_chars` characters of a log file, and whether anything was cut.
+
+    NUL characters become U+FFFD like other undecodable bytes: PostgreSQL text cannot hold them."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -39,7 +41,7 @@ def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
         # UTF-8 takes at most 4 bytes a character: read enough bytes for the tail.
         start = max(0, size - tail_chars * 4)
         fh.seek(start)
-        text = fh.read().decode("utf-8", errors="replace")
+        text = fh.read().decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     truncated = start > 0 or len(text) > tail_chars
     return text[-tail_chars:], truncated
 

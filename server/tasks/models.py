@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
+
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
@@ -114,6 +116,9 @@ class TaskManager:
             # The claim, the task and the drain commit together: an agent is never `running` without its
             # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
             with rt.db.write() as s:
+                # Locked first, so a termination cannot slip in between this check and the claim.
+                if s.scalars(select(Agent.terminated).where(Agent.id == agent_id).with_for_update()).first():
+                    raise _NoTurn
                 claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
                 if claim is None:
                     raise _NoTurn
@@ -228,6 +233,10 @@ class TaskManager:
                                                             expected=task_store.ACTIVE_STATUSES)
                     if settled and notice is not None:
                         self._rt.router.enqueue_in(s, notice)
+                    if not settled and attempt:  # an earlier attempt committed, but its answer was lost
+                        task = s.get(Task, task_id)
+                        settled = task is not None and task.status == outcome.status \
+                            and task.owner == self._rt.membership.process_id
                 return settled
             except Exception:
                 attempt += 1

@@ -261,8 +261,9 @@ def test_a_retry_after_a_send_died_past_queueing_stores_the_message_once(server,
     with sqlite3.connect(server.database_url.removeprefix("sqlite:///")) as conn:
         conn.execute("UPDATE client_requests SET response = ?, created_at = 0 WHERE client_message_id = ?",
                      (json.dumps({"in_progress": True}), "abc-2"))
-    retry = server.send("only once", first["conversation_id"], client_message_id="abc-2")
-    assert retry["message_id"] == first["message_id"]
+    retry = server.send("only once", client_message_id="abc-2")  # a first send: no conversation id either
+    assert (retry["message_id"], retry["conversation_id"]) == (first["message_id"], first["conversation_id"])
+    assert len(server.get("/api/conversations").json()["data"]) == 1
     msgs = server.get(f"/api/conversations/{first['conversation_id']}/messages").json()["data"]
     assert [m["content"] for m in msgs if m["role"] == "user"] == ["only once"]
 

@@ -10,6 +10,7 @@ from modules.multi_agent.message_router import MessageRouter
 from modules.storage import conversations
 from modules.storage.db import Database
 from modules.storage.users import get_or_create_user
+from test.db_urls import fresh_database
 
 
 def _spawn(fn, *args):
@@ -18,8 +19,8 @@ def _spawn(fn, *args):
     return thread
 
 
-def _setup(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+def _setup(tmp_path, url=None):
+    db = Database(url or f"sqlite:///{tmp_path / 'app.db'}")
     db.migrate()
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
     router = MessageRouter(db)
@@ -68,3 +69,18 @@ def test_a_command_whose_process_is_gone_is_reported_lost_once(tmp_path):
     manager.cancel(cmd.id)  # the original runner ends; its late finish must not add a second notice
     _wait(lambda: not manager._cancel)
     assert router.consume_pending_messages(master.id, conv.id, "task-2") == []
+
+
+def test_output_with_nul_bytes_is_stored_and_holds_up_no_other_command(tmp_path):
+    """PostgreSQL text cannot hold NUL: the tail keeps a replacement character, and the finisher goes on."""
+    with fresh_database("postgresql", tmp_path) as url:
+        db, conv, master, router, manager, _ = _setup(tmp_path, url)
+        nul = manager.start(conv.id, master.id, "MasterAgent", "printf 'a\\0b'", tmp_path / "ws", 10)
+        _wait(lambda: not manager.has_running(conv.id))
+        fine = manager.start(conv.id, master.id, "MasterAgent", "echo fine", tmp_path / "ws", 10)
+        _wait(lambda: not manager.has_running(conv.id))
+        by_id = {c.id: c for c in manager.list(conv.id)}
+        assert by_id[nul].status == "succeeded" and by_id[nul].output_tail == "a\ufffdb"
+        assert by_id[fine].status == "succeeded" and by_id[fine].output_tail.strip() == "fine"
+        assert len(router.consume_pending_messages(master.id, conv.id, "task-1")) == 2
+        db.dispose()

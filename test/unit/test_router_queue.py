@@ -445,3 +445,26 @@ def test_an_answer_taken_just_as_its_ask_ends_goes_back_to_the_queue(db, monkeyp
     routed = team.router.route_message(sub.id, answer)
     assert routed.delivery != RESOLVED and waiter.answer is None
     assert [row.id for row in queue.list_queued(db, sub.id)] == [answer.id]
+
+
+def test_an_answer_put_back_after_a_peer_signal_is_delivered_again(db, monkeypatch):
+    """The answer came from another process (found by the signal's rescan, not by `deliver`): once put back,
+    the receiver still gets it, here by a new turn of the now idle agent."""
+    team = Team(db, 1)
+    sub = team.subs[0]
+    woken = []
+    team.router.wake = lambda agent_id: woken.append(agent_id)
+    waiter = team.router.begin_ask(sub.id, "q_2", team.master.id)
+    answer = team.message(team.master, sub, "Porto", "answer", question_id="q_2")
+    with db.write() as s:
+        team.router.enqueue_in(s, answer)
+    take_in = queue.take_in
+
+    def take_as_the_ask_is_stopped(session, message_id, consumed_by):
+        team.router.end_ask(waiter)
+        return take_in(session, message_id, consumed_by)
+
+    monkeypatch.setattr(queue, "take_in", take_as_the_ask_is_stopped)
+    team.router.on_peer_queued(sub.id)
+    assert waiter.answer is None and woken == [sub.id]
+    assert [row.id for row in queue.list_queued(db, sub.id)] == [answer.id]
