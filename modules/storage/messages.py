@@ -30,19 +30,24 @@ class MessageDraft:
 def append_in(session: Session, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:
     """Append inside the caller's transaction, so a caller can couple it with other writes.
 
-    One batched insert; the returned rows are detached copies of what was written (their `id` unset)."""
+    One batched insert; the returned rows are detached copies of what was written (their `id` unset).
+    A NUL in a text (a model or a tool can produce one) becomes U+FFFD: PostgreSQL text cannot hold it."""
     last = session.scalar(select(func.max(Message.seq)).where(Message.agent_id == agent_id))
     first = 0 if last is None else last + 1
     ts = now()
     values = [
         dict(message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=first + i,
-             role=draft.role, content=draft.content, tool_calls=draft.tool_calls, tool_call_id=draft.tool_call_id,
-             name=draft.name, meta=dict(draft.meta), created_at=ts)
+             role=draft.role, content=_storable(draft.content), tool_calls=draft.tool_calls,
+             tool_call_id=draft.tool_call_id, name=draft.name, meta=dict(draft.meta), created_at=ts)
         for i, draft in enumerate(drafts)
     ]
     if values:
         session.execute(insert(Message), values)
     return [Message(**v) for v in values]
+
+
+def _storable(text: str | None) -> str | None:
+    return text.replace("\x00", "\ufffd") if text else text
 
 
 def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: list[MessageDraft]) -> list[Message]:

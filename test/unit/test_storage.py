@@ -63,6 +63,9 @@ def test_messages_keep_order_metadata_and_long_content(db):
     assert rows[2].content == long_text
     with db.read() as s:
         assert [c["id"] for c in messages.open_tool_calls_in(s, master.id)] == ["c2"]
+    # a NUL from a model or a tool is stored everywhere (PostgreSQL text refuses it as it is)
+    messages.append_messages(db, conv.id, master.id, [MessageDraft(role="assistant", content="a\x00b")])
+    assert messages.list_messages(db, master.id)[-1].content == "a\ufffdb"
 
 
 def test_task_events_are_numbered_and_read_from_an_offset(db):
