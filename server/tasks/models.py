@@ -117,7 +117,8 @@ class TaskManager:
             # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
             with rt.db.write() as s:
                 # Locked first, so a termination cannot slip in between this check and the claim.
-                if s.scalars(select(Agent.terminated).where(Agent.id == agent_id).with_for_update()).first():
+                if s.scalars(select(Agent.terminated).where(Agent.id == agent_id)
+                             .with_for_update(key_share=True)).first():
                     raise _NoTurn
                 claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
                 if claim is None:
