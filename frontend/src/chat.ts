@@ -84,6 +84,13 @@ export interface ChatState {
   agentActivity: Record<string, number>;
 }
 
+/** A conversation created at a first send; `viewGen` is the generation of the view that shows it,
+ * null when the user had moved on (another conversation, or another new chat) before it was created. */
+interface Created {
+  id: string;
+  viewGen: number | null;
+}
+
 function newId(): string {
   const c = globalThis.crypto as Crypto | undefined;
   if (c && typeof c.randomUUID === "function") return c.randomUUID();
@@ -120,14 +127,16 @@ export class Chat {
   private lastAskToolCall = new Map<string, string>(); // agent_id -> tool_call_id of its open ask_user
   private statusKeys = new Set<string>();
   private knownTasks = new Set<string>();
-  private finishedTasks = new Set<string>(); // final when the conversation was opened
+  private finishedTasks = new Map<string, string>(); // final when the conversation was opened -> its agent id
   private holding = false; // history is loading: buffer task events, apply them afterwards
   private ephemeral: ChatEvent[] = [];
   private generation = 0; // bumped when another conversation opens: late answers are dropped
   private agentsTimer: ReturnType<typeof setTimeout> | null = null;
   private retryTimers = new Set<ReturnType<typeof setTimeout>>();
-  private creating: Promise<string> | null = null; // sends made meanwhile share the one conversation
+  /** The conversation being created for the fresh view of generation `gen`: sends made meanwhile in that view share it. */
+  private creating: { gen: number; promise: Promise<Created> } | null = null;
   private pollTimer: ReturnType<typeof setTimeout> | null = null;
+  private listingActive = false; // an offline poll of the active tasks is in flight
   onConversationsChanged: () => void = () => {};
 
   constructor(private socket: SocketLike) {}
@@ -165,6 +174,7 @@ export class Chat {
     s.subAgentWaiting = null;
     s.background = { subAgents: false, commands: false };
     s.stopping = false;
+    s.creating = false;
     s.agentActivity = {};
   }
 
@@ -207,7 +217,7 @@ export class Chat {
       for (const t of tasks.data) {
         this.knownTasks.add(t.task_id);
         if (!FINAL_STATUSES.has(t.status)) this.track(t.task_id, t.agent_id);
-        else this.finishedTasks.add(t.task_id);
+        else this.finishedTasks.set(t.task_id, t.agent_id);
       }
     } catch (err) {
       if (gen !== this.generation) return;
@@ -233,21 +243,30 @@ export class Chat {
   }
 
   /** The latest reply's chips survive a reload: they are the last `suggestions` event of the
-   * last finished task, shown while that reply is still the latest thing in the timeline. */
+   * last finished task that replied to the user, shown while that reply is still the latest thing
+   * in the timeline. A sub-agent's background task may have finished after the master's reply,
+   * so the candidates are the master's last finished task and the last few finished tasks (a
+   * sub-agent's turn with the user has chips too), newest first. */
   private async restoreSuggestions(gen: number): Promise<void> {
-    const last = [...this.finishedTasks].pop();
-    if (!last || this.state.suggestions) return;
+    if (this.state.suggestions) return;
+    const finished = [...this.finishedTasks].reverse();
+    const master = this.state.masterAgentId;
+    const lastOfMaster = finished.find(([, agentId]) => agentId === master)?.[0];
+    const candidates = finished.filter(([id], i) => i < 3 || id === lastOfMaster).map(([id]) => id);
     try {
-      let from = 0;
-      let found: Record<string, unknown> | null = null;
-      for (let page = 0; page < 10; page++) {
-        const body = await api<TaskWithEvents>(`/api/tasks/${encodeURIComponent(last)}?from=${from}`);
-        if (gen !== this.generation) return;
-        for (const e of body.events) if (e.type === "suggestions") found = e.data ?? null;
-        if (body.events.length < EVENTS_PAGE) break;
-        from = body.next_offset;
+      for (const taskId of candidates) {
+        let from = 0;
+        let found: Record<string, unknown> | null = null;
+        for (let page = 0; page < 10; page++) {
+          const body = await api<TaskWithEvents>(`/api/tasks/${encodeURIComponent(taskId)}?from=${from}`);
+          if (gen !== this.generation || this.state.suggestions) return;
+          for (const e of body.events) if (e.type === "suggestions") found = e.data ?? null;
+          if (body.events.length < EVENTS_PAGE) break;
+          from = body.next_offset;
+        }
+        if (found) this.showSuggestions(found, taskId);
+        if (this.state.suggestions) return;
       }
-      if (found && !this.state.suggestions) this.showSuggestions(found, last);
     } catch {
       // Chips are a convenience: without them the conversation reads the same.
     }
@@ -303,15 +322,43 @@ export class Chat {
     else void this.restoreSuggestions(gen);
   }
 
-  /** While the socket is down, nothing pushes events: poll the active tasks' logs until it is back. */
+  /** While the socket is down, nothing pushes events: poll the active tasks' logs, and the
+   * conversation's list of active tasks for turns that start meanwhile, until it is back. */
   pollWhileOffline(): void {
     if (this.pollTimer || this.socket.connected) return;
     this.pollTimer = setTimeout(() => {
       this.pollTimer = null;
       if (this.socket.connected) return;
-      if (!this.holding) for (const t of this.tracks.values()) if (!t.final) this.fetchFrom(t);
+      if (!this.holding) {
+        for (const t of this.tracks.values()) if (!t.final) this.fetchFrom(t);
+        void this.pollActiveTasks();
+      }
       this.pollWhileOffline();
     }, OFFLINE_POLL_MS);
+  }
+
+  /** Turns that start while offline (a follow-up turn, a notice's turn, a send answered without a
+   * task id) reach no socket: track the conversation's active tasks we do not know yet, as
+   * `resync` does. Their logs are read from the start; what was applied already is deduped. */
+  private async pollActiveTasks(): Promise<void> {
+    const cid = this.state.conversationId;
+    if (!cid || this.listingActive) return;
+    this.listingActive = true;
+    const gen = this.generation;
+    try {
+      const tasks = await api<{ data: TaskSummary[] }>(
+        `/api/tasks?conversation_id=${encodeURIComponent(cid)}&status=active`,
+      );
+      if (gen !== this.generation) return;
+      for (const t of tasks.data) {
+        if (this.tracks.has(t.task_id) || this.finishedTasks.has(t.task_id)) continue;
+        this.fetchFrom(this.track(t.task_id, t.agent_id));
+      }
+    } catch {
+      // the next poll tries again
+    } finally {
+      this.listingActive = false;
+    }
   }
 
   // ---- events in ----------------------------------------------------------------
@@ -785,7 +832,15 @@ export class Chat {
     if (!cid) {
       const before = this.generation;
       try {
-        cid = await this.createConversation();
+        const created = await this.createConversation();
+        cid = created.id;
+        if (created.viewGen === null || created.viewGen !== this.generation) {
+          // The user moved on while the conversation was created: it still gets the message (and
+          // shows in the list), but the view stays where the user is.
+          const answer = await this.deliver({ conversation_id: cid, message, client_message_id: newId() });
+          this.onConversationsChanged();
+          return answer;
+        }
       } catch (err) {
         const failed = { success: false, code: (err as ApiError).code ?? "network_error", error: (err as Error).message };
         // Keep what the user wrote on screen, marked as not sent, unless they moved on meanwhile.
@@ -803,19 +858,7 @@ export class Chat {
       pending: true, answersQuestion: ask?.questionId || undefined }) as UserItem;
     const payload: Record<string, string> = { conversation_id: cid, message, client_message_id: clientMessageId };
     if (ask?.questionId) payload.question_id = ask.questionId;
-    let answer: SendAnswer;
-    try {
-      if (!this.socket.connected) throw new Error("offline");
-      // Routing may take the rewrite and intent model calls: wait for them, not a fixed few seconds.
-      answer = (await this.socket.timeout(SEND_ACK_TIMEOUT_MS).emitWithAck("send_message", payload)) as SendAnswer;
-    } catch {
-      // No acknowledgement (connection lost): the same client_message_id makes the REST retry idempotent.
-      try {
-        answer = await api<SendAnswer>("/api/tasks", { method: "POST", body: payload });
-      } catch (err) {
-        answer = { success: false, code: (err as ApiError).code ?? "network_error", error: (err as Error).message };
-      }
-    }
+    const answer = await this.deliver(payload);
     if (gen !== this.generation) return answer;
     if (answer?.code === "duplicate_in_progress") return answer; // the first send is still being routed
     item.pending = false;
@@ -854,30 +897,57 @@ export class Chat {
     return answer;
   }
 
-  /** Create the conversation of a fresh view, once: a second send meanwhile waits for the same one. */
-  private createConversation(): Promise<string> {
-    this.creating ??= (async () => {
-      this.state.creating = true;
+  /** Hand a message to the server: over the socket, else (or without an acknowledgement) over REST. */
+  private async deliver(payload: Record<string, string>): Promise<SendAnswer> {
+    try {
+      if (!this.socket.connected) throw new Error("offline");
+      // Routing may take the rewrite and intent model calls: wait for them, not a fixed few seconds.
+      return (await this.socket.timeout(SEND_ACK_TIMEOUT_MS).emitWithAck("send_message", payload)) as SendAnswer;
+    } catch {
+      // No acknowledgement (connection lost): the same client_message_id makes the REST retry idempotent.
       try {
-        const created = await api<Conversation & { agents?: AgentInfo[] }>("/api/conversations", {
-          method: "POST",
-          body: {},
-        });
-        this.reset(created.conversation_id, created.title);
-        if (created.agents?.length) {
-          this.state.agents = created.agents;
-          this.state.masterAgentId = created.agents[0]!.agent_id;
-          this.masterDisplayName = created.agents[0]!.display_name;
-        }
-        this.join();
-        this.onConversationsChanged();
-        return created.conversation_id;
-      } finally {
-        this.creating = null;
-        this.state.creating = false;
+        return await api<SendAnswer>("/api/tasks", { method: "POST", body: payload });
+      } catch (err) {
+        return { success: false, code: (err as ApiError).code ?? "network_error", error: (err as Error).message };
       }
-    })();
-    return this.creating;
+    }
+  }
+
+  /** Create the conversation of a fresh view, once: a second send meanwhile in the same view waits
+   * for the same one. The view switches to it only if the user is still on the view that asked. */
+  private createConversation(): Promise<Created> {
+    const gen = this.generation;
+    if (this.creating?.gen === gen) return this.creating.promise;
+    const entry = {
+      gen,
+      promise: (async (): Promise<Created> => {
+        this.state.creating = true;
+        try {
+          const created = await api<Conversation & { agents?: AgentInfo[] }>("/api/conversations", {
+            method: "POST",
+            body: {},
+          });
+          if (gen !== this.generation) {
+            this.onConversationsChanged();
+            return { id: created.conversation_id, viewGen: null };
+          }
+          this.reset(created.conversation_id, created.title);
+          if (created.agents?.length) {
+            this.state.agents = created.agents;
+            this.state.masterAgentId = created.agents[0]!.agent_id;
+            this.masterDisplayName = created.agents[0]!.display_name;
+          }
+          this.join();
+          this.onConversationsChanged();
+          return { id: created.conversation_id, viewGen: this.generation };
+        } finally {
+          if (this.creating?.gen === gen) this.creating = null;
+          if (gen === this.generation) this.state.creating = false; // (a view change cleared it already)
+        }
+      })(),
+    };
+    this.creating = entry;
+    return entry.promise;
   }
 
   /** Stop the running task(s): the master's first, as the server reports it. */

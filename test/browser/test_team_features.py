@@ -273,3 +273,36 @@ def test_chips_that_come_while_offline_show_after_the_reconnect(page, ui_server,
         expect(chips).to_have_text(["go ahead", "change the plan"])
     finally:
         release.set()
+
+
+def test_the_master_chips_survive_a_reload_when_a_sub_agent_task_is_the_last_one(page, ui_server, llm):
+    gate = threading.Event()
+    llm.script(
+        tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "check the forecast"})),
+        tool_calls(("run_command", {"command": "echo forecast-read"}), wait=gate),
+        text("Sunny all week, says InfoAgent_1."),
+        match=MASTER,
+    )
+    llm.script(text("Sunny all week."), match=sub(1))
+    llm.script(text('{"questions": ["plan a picnic", "and next week?"]}'), match=suggest_for("how is the weather"))
+    try:
+        send(page, "how is the weather this week?")
+        cid = conversation_id(page)
+        deadline = time.monotonic() + 10
+        while len(tasks := ui_server.get(f"/api/tasks?conversation_id={cid}").json()["data"]) < 2:
+            assert time.monotonic() < deadline, "the sub-agent got no task"
+            time.sleep(0.05)
+        # the sub-agent's task ends while the master's turn still runs: its notice joins that turn
+        assert ui_server.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
+    finally:
+        gate.set()
+    chips = page.get_by_test_id("suggestion-chip")
+    expect(chips).to_have_text(["plan a picnic", "and next week?"])
+    master_task, sub_task = ui_server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
+    assert master_task["agent_id"] != sub_task["agent_id"]
+    assert ui_server.wait_task(master_task["task_id"])["status"] == "succeeded"
+
+    # the last finished task is the sub-agent's, yet the chips are the master's reply's
+    page.reload()
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Sunny all week, says InfoAgent_1.")
+    expect(chips).to_have_text(["plan a picnic", "and next week?"])
