@@ -68,6 +68,11 @@ def model_history(db: Database, agent_id: str) -> list[Row]:
                               .where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
+def last_written_at_in(session: Session, agent_id: str) -> float:
+    """When the agent's newest history entry was written (0 for an empty history)."""
+    return session.scalar(select(func.max(Message.created_at)).where(Message.agent_id == agent_id)) or 0.0
+
+
 def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
     """Tool calls of the agent's assistant messages that have no `tool` result yet."""
     rows = session.scalars(

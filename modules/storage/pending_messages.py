@@ -75,6 +75,18 @@ def discard_in(session: Session, agent_id: str, reason: str) -> int:
     ).rowcount
 
 
+def requeue_answers_taken_after_in(session: Session, agent_id: str, since: float) -> int:
+    """Answers that a blocked ask of the agent took after `since` (its last history entry): their process
+    died before it wrote them into the history as the ask's result, so they go back to the queue."""
+    return session.execute(
+        update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
+                                        PendingMessageRow.status == CONSUMED,
+                                        PendingMessageRow.consumed_by.like("ask:%"),
+                                        PendingMessageRow.consumed_at > since)
+        .values(status=QUEUED, consumed_by=None, consumed_at=None)
+    ).rowcount
+
+
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:
     """Undo a `take_in` whose taker could not use the message; it keeps its place (`seq`) in the queue."""
     return session.execute(

@@ -389,6 +389,10 @@ class TaskManager:
                 # that turn's calls and state are not ours to touch.
                 free = task_store.active_task_of_agent_in(s, task.agent_id) is None
                 if free:
+                    # An answer its ask took but never wrote down goes back to the queue: the agent's
+                    # next turn reads it (the membership sweep starts that turn below).
+                    queue.requeue_answers_taken_after_in(s, task.agent_id,
+                                                         message_store.last_written_at_in(s, task.agent_id))
                     close_open_tool_calls_in(s, task.conversation_id, task.agent_id, RESTART_REASON)
                     released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
             if free:

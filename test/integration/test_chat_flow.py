@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 
 import socketio
 
-from test.conftest import event_types
+from test.conftest import event_types, wait_until
+from test.integration.test_notifications import master_tasks
 from test.scripted_llm import error, hang, text, tool_calls
 
 
@@ -266,6 +268,37 @@ def test_a_retry_after_a_send_died_past_queueing_stores_the_message_once(server,
     assert len(server.get("/api/conversations").json()["data"]) == 1
     msgs = server.get(f"/api/conversations/{first['conversation_id']}/messages").json()["data"]
     assert [m["content"] for m in msgs if m["role"] == "user"] == ["only once"]
+
+
+def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_a_restart(server, llm):
+    llm.script(tool_calls(("ask_user", {"question": "Which file?"})), text("Opening notes.txt now."))
+    sent = server.send("open a file")
+    cid = sent["conversation_id"]
+
+    def pending_ask():
+        events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
+        return next((e["data"] for e in events if e["type"] == "ask_user"), None)
+
+    ask = wait_until(pending_ask, what="ask_user event")
+    master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
+    # As if the ask had just taken the user's answer from the queue when its process was killed, before
+    # it wrote the answer into the history as the ask's result.
+    with sqlite3.connect(server.database_url.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "INSERT INTO pending_messages (id, conversation_id, target_agent_id, source_agent_id, "
+            "source_display_name, type, content, question_id, metadata, status, consumed_by, created_at, "
+            "consumed_at) VALUES (?, ?, ?, NULL, 'user', 'answer', 'notes.txt', ?, ?, 'consumed', ?, ?, ?)",
+            ("answer-1", cid, master["agent_id"], ask["question_id"],
+             json.dumps({"source": "user", "visibility": "chat", "route": "hil"}), f"ask:{ask['question_id']}",
+             time.time(), time.time()))
+    server.kill()
+    server.start()
+    assert server.wait_task(sent["task_id"])["status"] == "failed"
+    follow_up = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t[1], what="a new turn")
+    assert server.wait_task(follow_up["task_id"])["status"] == "succeeded"
+    last = llm.agent_requests[-1].body["messages"]
+    assert last[-1] == {"role": "user", "content": "notes.txt"}
+    assert json.loads(last[-2]["content"])["success"] is False  # the ask's call, closed by the recovery
 
 
 def test_sigkill_mid_task_is_recovered_with_a_valid_history(server, llm):
