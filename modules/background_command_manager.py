@@ -200,10 +200,13 @@ class BackgroundCommandManager:
                 log.exception("could not record the end of command %s (attempt %d)", finish.command_id, attempt)
                 time.sleep(min(0.2 * 2**attempt, 10.0))
             except Exception:
-                log.exception("the database refused the end of command %s; recording it without its output",
-                              finish.command_id)
+                attempt += 1
+                log.exception("the database refused the end of command %s; recording it without its output "
+                              "(attempt %d)", finish.command_id, attempt)
                 finish = replace(finish, output="", truncated=False,
                                  error="its output could not be stored; see the command log")
+                if attempt > 1:  # refused even so: not its output; wait as for an outage
+                    time.sleep(min(0.2 * 2**attempt, 10.0))
 
     def _deliver_each(self, notices: list[PendingMessage]) -> None:
         """After the commit: one failed delivery must not keep the others' agents asleep (the membership
