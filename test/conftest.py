@@ -125,6 +125,13 @@ class ServerProcess:
         assert res.status_code == 202, res.text
         return res.json()
 
+    def wait_event(self, task_id: str, event_type: str, timeout: float = 15) -> dict[str, Any]:
+        """Poll the task's event log until it holds an event of `event_type`; returns the first one's data."""
+        def found():
+            events = self.get(f"/api/tasks/{task_id}").json()["events"]
+            return next((e["data"] for e in events if e["type"] == event_type), None)
+        return wait_until(found, timeout, what=f"a {event_type} event of task {task_id}")
+
     def wait_task(self, task_id: str, timeout: float = 20, **kw: Any) -> dict[str, Any]:
         """Poll the task's event log until its status is final; returns the task with every event."""
         deadline = time.monotonic() + timeout

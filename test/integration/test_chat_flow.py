@@ -274,12 +274,7 @@ def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_
     llm.script(tool_calls(("ask_user", {"question": "Which file?"})), text("Opening notes.txt now."))
     sent = server.send("open a file")
     cid = sent["conversation_id"]
-
-    def pending_ask():
-        events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-        return next((e["data"] for e in events if e["type"] == "ask_user"), None)
-
-    ask = wait_until(pending_ask, what="ask_user event")
+    ask = server.wait_event(sent["task_id"], "ask_user")
     master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
     # As if the ask had just taken the user's answer from the queue when its process was killed, before
     # it wrote the answer into the history as the ask's result.

@@ -57,8 +57,7 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path):
         # a stop sent to B stops the task that A runs
         llm.script(tool_calls(("run_command", {"command": "sleep 30"})), match=MASTER)
         long = a.send("long job", cid)
-        wait_until(lambda: any(e["type"] == "tool_start" for e in b.get(f"/api/tasks/{long['task_id']}").json()[
-            "events"]), what="the command to start")
+        b.wait_event(long["task_id"], "tool_start")  # the command started
         assert b.post(f"/api/tasks/{long['task_id']}/cancel").status_code == 200
         assert b.wait_task(long["task_id"], timeout=15)["status"] == "stopped"
 
@@ -116,12 +115,7 @@ def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_w
         llm.script(text("Reading notes.txt."), match=MASTER)
         sent = a.send("open a file for me")
         cid = sent["conversation_id"]
-
-        def pending_ask():
-            events = b.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-            return next((e["data"] for e in events if e["type"] == "ask_user"), None)
-
-        ask = wait_until(pending_ask, what="ask_user event")
+        ask = b.wait_event(sent["task_id"], "ask_user")
         answer = b.send("notes.txt", cid, question_id=ask["question_id"])
         assert answer["route"] == "hil" and answer["task_id"] == sent["task_id"]
         task = a.wait_task(sent["task_id"], timeout=20)
@@ -131,8 +125,7 @@ def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_w
 
         llm.script(tool_calls(("run_command", {"command": "sleep 60"})), match=MASTER)
         long = a.send("long job", cid)
-        wait_until(lambda: any(e["type"] == "tool_start" for e in b.get(f"/api/tasks/{long['task_id']}").json()[
-            "events"]), what="the command to start")
+        b.wait_event(long["task_id"], "tool_start")  # the command started
         assert b.post(f"/api/tasks/{long['task_id']}/cancel").status_code == 200
         assert a.wait_task(long["task_id"], timeout=20)["status"] == "stopped"
 

@@ -105,12 +105,7 @@ def test_a_reply_in_the_chat_box_answers_ask_user(server, llm):
     sent = server.send("帮我订一张去上海的票")
     cid = sent["conversation_id"]
     assert sent["target_agent"] == "BookingAgent_1"
-
-    def pending_ask():
-        events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-        return next((e["data"] for e in events if e["type"] == "ask_user"), None)
-
-    ask = wait_until(pending_ask, what="ask_user event")
+    ask = server.wait_event(sent["task_id"], "ask_user")
     assert ask["question"] == "哪天出发？" and ask["options"] == ["今天", "明天"]
     agents = {a["display_name"]: a for a in server.get(f"/api/conversations/{cid}/agents").json()["data"]}
     assert agents["BookingAgent_1"]["state"] == "waiting"
@@ -153,8 +148,7 @@ def test_ask_user_answered_over_the_socket_and_stop_closes_an_open_ask(server, l
     # a stop while the question is open closes the call with a result
     llm.script(tool_calls(("ask_user", {"question": "Still there?"})), match=MASTER)
     again = server.send("ask me again", ack["conversation_id"])
-    wait_until(lambda: any(e["type"] == "ask_user" for e in server.get(f"/api/tasks/{again['task_id']}").json()[
-        "events"]), what="second ask")
+    server.wait_event(again["task_id"], "ask_user")
     assert server.post(f"/api/tasks/{again['task_id']}/cancel").status_code == 200
     stopped = server.wait_task(again["task_id"])
     assert stopped["status"] == "stopped"
