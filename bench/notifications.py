@@ -47,9 +47,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,8 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/notifications.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-import requests  # noqa: E402
 
+from test.conftest import ServerProcess  # noqa: E402
 from test.scripted_llm import ScriptedLLMServer, dynamic, match_system, text, tool_calls  # noqa: E402
 
 MASTER = match_system("You are MasterAgent")
@@ -111,78 +108,16 @@ def install_naive_dispatch() -> None:
 # -- server processes ----------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One server process (run.py, or run.py behind the naive launcher) on its own data dir."""
+class Server(ServerProcess):
+    """run.py, or run.py behind the naive launcher, started as the tests start it, on its own data dir."""
 
     def __init__(self, mode: str, data_dir: Path, llm_url: str, launcher: list[str], env: dict[str, str]):
+        super().__init__(data_dir, llm_url, env=env, launcher=launcher)
         self.mode = mode
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.launcher = launcher
-        self.env = {**os.environ, "DATA_DIR": str(data_dir), "OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "bench",
-                    "LLM_MODEL": "scripted-model", "LLM_BACKOFF_BASE_S": "0.05", "LLM_TIMEOUT_S": "20", **env}
-        for name in ("HOST", "PORT", "DATABASE_URL", "AUTH_TOKENS", "REDIS_URL"):
-            self.env.pop(name, None)
-        self.proc: subprocess.Popen | None = None
-        self.http = requests.Session()
-        self._log: Any = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30) -> Server:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, *self.launcher, "--port", str(self.port),
-             "--database-url", f"sqlite:///{self.data_dir / 'app.db'}"],
-            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.mode} server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if self.http.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"{self.mode} server not healthy in {timeout:g} s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.http.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self) -> str:
-        path = self.data_dir / "server.log"
-        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
-
-    def get(self, path: str) -> Any:
-        res = self.http.get(self.url + path, timeout=15)
+    def api(self, path: str) -> Any:
+        res = self.get(path)
         res.raise_for_status()
-        return res.json()
-
-    def send(self, message: str) -> dict[str, Any]:
-        res = self.http.post(self.url + "/api/tasks", json={"message": message}, timeout=15)
-        if res.status_code != 202:
-            raise RuntimeError(f"POST /api/tasks answered {res.status_code}: {res.text}")
         return res.json()
 
 
@@ -279,31 +214,31 @@ def run_rep(server: Server, llm: ScriptedLLMServer, n: int, waves: int, tag: str
         wanted |= {k for k in range(n) if wave_of[k] == w}
         while (req := scan.first_seeing(wanted)) is None:
             if time.monotonic() > deadline:
-                raise ScenarioError(f"{server.mode} N={n}: wave {w + 1} not delivered in time\n{server.log_tail()}")
+                raise ScenarioError(f"{server.mode} N={n}: wave {w + 1} not delivered in time\n{server.log_text()}")
             time.sleep(0.02)
         requests_by_wave.append(req)
 
-    master = next(a for a in server.get(f"/api/conversations/{cid}/agents")["data"] if a["kind"] == "master")
+    master = next(a for a in server.api(f"/api/conversations/{cid}/agents")["data"] if a["kind"] == "master")
     while True:  # quiescent: every command finished, nothing queued, the master idle, every task final
-        status = server.get(f"/api/conversations/{cid}/running-status")
-        tasks = [t for t in server.get(f"/api/tasks?conversation_id={cid}")["data"]
+        status = server.api(f"/api/conversations/{cid}/running-status")
+        tasks = [t for t in server.api(f"/api/tasks?conversation_id={cid}")["data"]
                  if t["agent_id"] == master["agent_id"]]
-        agent = next(a for a in server.get(f"/api/conversations/{cid}/agents")["data"]
+        agent = next(a for a in server.api(f"/api/conversations/{cid}/agents")["data"]
                      if a["agent_id"] == master["agent_id"])
         if (not status["is_main_running"] and not status["has_running_background_commands"]
                 and status["pending_notices"] == 0 and agent["pending_count"] == 0 and agent["state"] != "running"
                 and all(t["status"] in ("succeeded", "failed", "stopped") for t in tasks)):
             break
         if time.monotonic() > deadline:
-            raise ScenarioError(f"{server.mode} N={n}: not quiescent in time: {status}\n{server.log_tail()}")
+            raise ScenarioError(f"{server.mode} N={n}: not quiescent in time: {status}\n{server.log_text()}")
         time.sleep(0.1)
     failed = [t for t in tasks if t["status"] != "succeeded"]
     if failed:
-        raise ScenarioError(f"{server.mode} N={n}: master task(s) did not succeed: {failed}\n{server.log_tail()}")
+        raise ScenarioError(f"{server.mode} N={n}: master task(s) did not succeed: {failed}\n{server.log_text()}")
 
     workspace = server.data_dir / "workspaces" / cid
     done = {k: float((workspace / f".bench_{tag}_{k}").read_text().strip()) for k in range(n)}
-    commands = server.get(f"/api/background_commands?conversation_id={cid}")["data"]
+    commands = server.api(f"/api/background_commands?conversation_id={cid}")["data"]
     finished = {int(m.group(2)): _iso(c["finished_at"]) for c in commands if (m := MARKER.search(c["command"]))}
     if len(finished) != n or any(c["status"] != "succeeded" for c in commands):
         raise ScenarioError(f"{server.mode} N={n}: commands did not all succeed: {commands}")
@@ -316,7 +251,7 @@ def run_rep(server: Server, llm: ScriptedLLMServer, n: int, waves: int, tag: str
         last_done = max(done[k] for k in ks)
         last_finished = max(finished[k] for k in ks)
         task_created, task_id = max(c for c in created if c[0] <= req.received_wall)
-        events = server.get(f"/api/tasks/{task_id}?from=0")["events"]
+        events = server.api(f"/api/tasks/{task_id}?from=0")["events"]
         model_start = next(e["ts"] for e in events if e["type"] == "ai_message_start")
         finishes = sorted(finished[k] for k in ks)
         results.append(WaveResult(

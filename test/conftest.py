@@ -27,17 +27,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Settings of the calling shell that must not leak into a server started here.
+UNINHERITED_ENV = ("HOST", "PORT", "DATABASE_URL", "AUTH_TOKENS", "REDIS_URL")
+
+
 class ServerProcess:
-    """One `python run.py` on a free port; restartable on the same data directory and database."""
+    """One `python run.py` on a free port; restartable on the same data directory and database.
+
+    `launcher` replaces `run.py` (the arguments after the interpreter), for a benchmark that patches
+    the server before it runs."""
 
     def __init__(
-        self, data_dir: Path, llm_url: str, *, database_url: str | None = None, env: dict[str, str] | None = None
+        self, data_dir: Path, llm_url: str, *, database_url: str | None = None, env: dict[str, str] | None = None,
+        launcher: list[str] | None = None,
     ):
         self.data_dir = data_dir
         self.port = free_port()
         self.database_url = database_url or f"sqlite:///{data_dir / 'app.db'}"
+        self.launcher = launcher or ["run.py"]
         self.env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in UNINHERITED_ENV},
             "DATA_DIR": str(data_dir),
             "OPENAI_BASE_URL": llm_url,
             "OPENAI_API_KEY": "test-key",
@@ -47,8 +56,6 @@ class ServerProcess:
             "LOG_LEVEL": "INFO",
             **(env or {}),
         }
-        self.env.pop("HOST", None)
-        self.env.pop("PORT", None)
         self.proc: subprocess.Popen | None = None
         self.token: str | None = None
         self._log = None
@@ -58,9 +65,10 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> ServerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "run.py", "--port", str(self.port), "--database-url", self.database_url],
+            [sys.executable, *self.launcher, "--port", str(self.port), "--database-url", self.database_url],
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
