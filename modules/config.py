@@ -92,6 +92,7 @@ class Settings:
     max_tool_iterations: int = 25
     notice_settle_ms: float = 25.0
     peer_poll_s: float = 1.0
+    db_timeout_s: float = 5.0
     command_output_tail_chars: int = 8_000
     demo_chunk_delay_s: float = 0.02
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
@@ -147,6 +148,7 @@ class Settings:
             max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
             notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
             peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
+            db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
             demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,

@@ -2,13 +2,24 @@
 
 SQLite allows one writer at a time; instead of letting green threads spin in
 SQLite's busy handler (a C-level wait that stalls every green thread under
-eventlet), writers are serialized by an in-process lock. Other databases get
-no lock: their own row locks suffice.
+eventlet), writers are serialized by an in-process lock, and a write waits for
+another process's lock with `BEGIN IMMEDIATE` retried in Python (a green
+sleep). Other databases get no lock: their own row locks suffice.
+
+Every wait is bounded by `timeout_s` (DB_TIMEOUT_S): connecting, the pool's
+checkout, each statement (server-side where the database has a setting, and
+as a whole-transaction deadline under eventlet), SQLite's file lock. A
+transaction that fails for want of the database raises DatabaseUnavailable
+and makes `health` look at once.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -16,10 +27,40 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+from modules.storage.deadline import DeadlineExceeded, deadline
+from modules.storage.health import DatabaseHealth
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+DEFAULT_TIMEOUT_S = 5.0
+SQLITE_BUSY_MS = 100  # the longest C-level wait on SQLite's lock; longer waits are green (see _begin_immediate)
+MIGRATION_LOCK_WAIT_S = 120.0
+PROBER_TIMEOUT_S = 1.5  # the health prober's patience: a busy machine must not look like an outage
+_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout, DeadlineExceeded, sqlite3.OperationalError)
+
+
+class DatabaseUnavailable(OperationalError):
+    """The database did not answer (refused, cut, timed out, locked): a later try may succeed.
+
+    An OperationalError, so code that retries those retries this too."""
+
+    def __init__(self, message: str):
+        super().__init__(None, None, Exception(message))
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class MigrationLockTimeout(RuntimeError):
+    """Another process held the migration lock for too long: running migrations anyway could run them twice."""
 
 
 def _normalise_url(url: str) -> str:
@@ -32,80 +73,193 @@ def _normalise_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def _connect_args(dialect: str, timeout_s: float, *, statements_bounded: bool) -> dict:
+    """Driver settings that bound connecting and, unless for migrations, each statement."""
+    connect_s = max(2, math.ceil(timeout_s))  # libpq and PyMySQL take whole seconds (libpq at least 2)
+    if dialect == "postgresql":
+        args: dict = {"connect_timeout": connect_s}
+        if statements_bounded:
+            ms = int(timeout_s * 1000)
+            # A session that vanished mid-transaction (its client cut off) releases its row locks too.
+            args["options"] = f"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={max(ms * 4, 10000)}"
+        return args
+    if dialect in ("mysql", "mariadb"):
+        args = {"charset": "utf8mb4", "connect_timeout": connect_s}
+        if statements_bounded:
+            args.update(read_timeout=connect_s, write_timeout=connect_s)
+        return args
+    return {}
+
+
 class Database:
-    def __init__(self, url: str, *, echo: bool = False):
+    def __init__(self, url: str, *, echo: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.url = _normalise_url(url)
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
         self.is_sqlite = self.dialect == "sqlite"
+        self.timeout_s = timeout_s
         kwargs: dict = {"echo": echo, "pool_pre_ping": not self.is_sqlite}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_MS / 1000}
         else:
-            kwargs.update(pool_size=10, max_overflow=20, pool_recycle=1800)
-            if self.dialect in ("mysql", "mariadb"):
-                kwargs["connect_args"] = {"charset": "utf8mb4"}
+            kwargs.update(pool_size=10, max_overflow=20, pool_recycle=1800, pool_timeout=timeout_s,
+                          connect_args=_connect_args(self.dialect, timeout_s, statements_bounded=True))
         self.engine: Engine = create_engine(self.url, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = threading.RLock() if self.is_sqlite else None
+        self.health = DatabaseHealth(lambda: self.probe(PROBER_TIMEOUT_S))
 
     @property
     def label(self) -> str:
-        """The URL without its password, for /healthz and logs."""
+        """The URL without its password, for logs."""
         return make_url(self.url).render_as_string(hide_password=True)
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
+    def write(self, *, timeout_s: float | None = None) -> Iterator[Session]:
         """A short write transaction; committed on success, rolled back on error."""
-        with self._write_lock or nullcontext(), self._sessions() as session, session.begin():
+        limit = timeout_s or self.timeout_s
+        with self._bounded(limit), self._writer(limit), self._sessions() as session, session.begin():
+            if self.is_sqlite:
+                _begin_immediate(session, time.monotonic() + limit)
             yield session
 
     @contextmanager
-    def read(self) -> Iterator[Session]:
-        with self._sessions() as session:
+    def read(self, *, timeout_s: float | None = None) -> Iterator[Session]:
+        with self._bounded(timeout_s or self.timeout_s), self._sessions() as session:
             yield session
 
+    @contextmanager
+    def _bounded(self, limit: float) -> Iterator[None]:
+        """The deadline, and one exception type for every way the database can fail to answer."""
+        try:
+            with deadline(limit):
+                yield
+        except DatabaseUnavailable:
+            self.health.suspect()
+            raise
+        except _UNAVAILABLE as exc:
+            self.health.suspect()
+            raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
+
+    def _writer(self, limit: float):
+        if self._write_lock is None:
+            return nullcontext()
+        return _acquired(self._write_lock, limit)
+
+    def probe(self, timeout_s: float = 0.8) -> str | None:
+        """None when the database answers within `timeout_s`, else why not. On SQLite the probe takes the
+        write lock, since reads go on while another process holds the file locked."""
+        try:
+            if self.is_sqlite:
+                with self.write(timeout_s=timeout_s):
+                    pass
+            else:
+                with self.read(timeout_s=timeout_s) as s:
+                    s.execute(text("SELECT 1"))
+            return None
+        except DatabaseUnavailable as exc:
+            return exc.message
+        except Exception as exc:  # an unexpected failure is still no answer
+            return _first_line(exc)
+
+    def ping(self, timeout_s: float = 0.8) -> bool:
+        return self.probe(timeout_s) is None
+
     def migrate(self) -> None:
-        """Bring the schema to the newest migration; safe when several processes start at once."""
+        """Bring the schema to the newest migration; safe when several processes start at once.
+
+        Migrations run on a connection of their own without a statement timeout (a schema change may
+        take a while), under a lock that is held, or the start fails: never two migrations at once."""
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-        with self._write_lock or nullcontext(), self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(text("SELECT pg_advisory_lock(727401)"))
-            elif self.dialect in ("mysql", "mariadb"):
-                conn.execute(text("SELECT GET_LOCK('chat_server_migrate', 60)"))
-            conn.commit()
-            try:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-                conn.commit()
-            finally:
-                if self.dialect == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_unlock(727401)"))
-                elif self.dialect in ("mysql", "mariadb"):
-                    conn.execute(text("SELECT RELEASE_LOCK('chat_server_migrate')"))
-                conn.commit()
-
-    def ping(self) -> bool:
+        if self.is_sqlite:
+            engine, owned = self.engine, False
+        else:
+            engine = create_engine(self.url, poolclass=NullPool,
+                                   connect_args=_connect_args(self.dialect, self.timeout_s, statements_bounded=False))
+            owned = True
         try:
-            with self.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return True
-        except Exception:
-            return False
+            with self._write_lock or nullcontext(), engine.connect() as conn:
+                self._lock_migrations(conn)
+                try:
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+                    conn.commit()
+                finally:
+                    self._unlock_migrations(conn)
+        finally:
+            if owned:
+                engine.dispose()
+
+    def _lock_migrations(self, conn: Connection) -> None:
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_lock(727401)"))
+        elif self.dialect in ("mysql", "mariadb"):
+            waited_until = time.monotonic() + MIGRATION_LOCK_WAIT_S
+            while True:
+                # 1: ours; 0: still held by another process after the wait; NULL: an error.
+                got = conn.execute(text("SELECT GET_LOCK('chat_server_migrate', 5)")).scalar()
+                if got == 1:
+                    break
+                if got is None or time.monotonic() >= waited_until:
+                    raise MigrationLockTimeout(
+                        "could not take the migration lock 'chat_server_migrate' "
+                        f"({'an error' if got is None else f'still held after {MIGRATION_LOCK_WAIT_S:g} s'}); "
+                        "another server process may be migrating this database: start again once it is up")
+                log.info("another process is migrating the database; waiting for its lock")
+        conn.commit()
+
+    def _unlock_migrations(self, conn: Connection) -> None:
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_unlock(727401)"))
+        elif self.dialect in ("mysql", "mariadb"):
+            conn.execute(text("SELECT RELEASE_LOCK('chat_server_migrate')"))
+        conn.commit()
 
     def dispose(self) -> None:
         self.engine.dispose()
 
 
+@contextmanager
+def _acquired(lock: threading.RLock, limit: float) -> Iterator[None]:
+    if not lock.acquire(timeout=limit):
+        raise DeadlineExceeded(f"another write held the database for {limit:g} s")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _begin_immediate(session: Session, deadline_at: float) -> None:
+    """Take SQLite's write lock now, waiting for another process's lock with green sleeps (bounded)."""
+    raw = session.connection().connection.driver_connection
+    while True:
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline_at:
+                raise DeadlineExceeded("the SQLite database file stayed locked by another connection") from exc
+            time.sleep(0.05)
+
+
+def _first_line(exc: BaseException) -> str:
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300]
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # Transactions are begun explicitly (BEGIN IMMEDIATE for writes), not by the driver before DML.
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
     cur.close()
