@@ -46,11 +46,15 @@ class TaskEventSender:
 
     def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:
         """Log the events in one transaction, then send each to the room; returns the first index."""
-        payloads = [(event_type, {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
-                                  "agent_id": data.get("agent_id", self.agent_id)}) for event_type, data in events]
+        payloads = self.payloads(events)
+        return self._log.append_many(self.task_id, payloads, lambda first: self.deliver(first, payloads))
 
-        def deliver(first: int) -> None:
-            for i, (event_type, payload) in enumerate(payloads):
-                self._transport.emit(event_type, {**payload, "idx": first + i}, self.conversation_id)
+    def payloads(self, events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+        """The events as logged: each carries its task, conversation and agent."""
+        return [(event_type, {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
+                              "agent_id": data.get("agent_id", self.agent_id)}) for event_type, data in events]
 
-        return self._log.append_many(self.task_id, payloads, deliver)
+    def deliver(self, first: int, payloads: list[tuple[str, dict[str, Any]]]) -> None:
+        """Send logged events to the room, numbered from `first`."""
+        for i, (event_type, payload) in enumerate(payloads):
+            self._transport.emit(event_type, {**payload, "idx": first + i}, self.conversation_id)

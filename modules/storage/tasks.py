@@ -16,10 +16,11 @@ FINAL_STATUSES = ("succeeded", "failed", "stopped")
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
-                   trigger_message_id: str | None = None, owner: str | None = None) -> Task:
+                   trigger_message_id: str | None = None, owner: str | None = None,
+                   task_id: str | None = None) -> Task:
     """A pending task, written inside the caller's transaction (with its trigger message)."""
     task = Task(
-        id=new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
+        id=task_id or new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
         status="pending", trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
         created_at=now(),
     )
@@ -54,7 +55,8 @@ def set_task_status(db: Database, task_id: str, status: str, *, error: dict[str,
 
 
 def set_task_status_in(session: Session, task_id: str, status: str, *, error: dict[str, Any] | None = None,
-                       expected: tuple[str, ...] | None = None) -> bool:
+                       expected: tuple[str, ...] | None = None, owner: str | None = None) -> bool:
+    """Compare-and-set inside the caller's transaction; with `owner`, only a task that process owns."""
     values: dict[str, Any] = {"status": status}
     if status == "running":
         values["started_at"] = now()
@@ -65,12 +67,18 @@ def set_task_status_in(session: Session, task_id: str, status: str, *, error: di
     query = update(Task).where(Task.id == task_id)
     if expected:
         query = query.where(Task.status.in_(expected))
+    if owner is not None:
+        query = query.where(Task.owner == owner)
     return session.execute(query.values(**values)).rowcount == 1
 
 
 def next_event_idx(db: Database, task_id: str) -> int:
     with db.read() as s:
-        last = s.scalar(select(func.max(TaskEvent.idx)).where(TaskEvent.task_id == task_id))
+        return next_event_idx_in(s, task_id)
+
+
+def next_event_idx_in(session: Session, task_id: str) -> int:
+    last = session.scalar(select(func.max(TaskEvent.idx)).where(TaskEvent.task_id == task_id))
     return 0 if last is None else last + 1
 
 
@@ -78,10 +86,14 @@ def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple
     """Write consecutive events of one task in one transaction."""
     if not events:
         return
-    ts = now()
     with db.write() as s:
-        s.execute(insert(TaskEvent), [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
-                                      for i, (event_type, data) in enumerate(events)])
+        insert_events_in(s, task_id, first_idx, events)
+
+
+def insert_events_in(session: Session, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
+    ts = now()
+    session.execute(insert(TaskEvent), [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
+                                        for i, (event_type, data) in enumerate(events)])
 
 
 def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:

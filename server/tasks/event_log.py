@@ -9,8 +9,11 @@ the caller's delivery too, so socket clients receive a task's events in log orde
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from sqlalchemy.orm import Session
 
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
@@ -30,9 +33,7 @@ class EventLog:
     def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
                     deliver: Callable[[int], None] | None = None) -> int:
         """Write the events in one transaction; `deliver` gets the first one's index. Returns it."""
-        with self._guard:
-            lock = self._locks.setdefault(task_id, threading.Lock())
-        with lock:
+        with self.exclusive(task_id):
             idx = self._next.get(task_id)
             if idx is None:
                 idx = task_store.next_event_idx(self._db, task_id)
@@ -41,6 +42,21 @@ class EventLog:
             if deliver is not None:
                 deliver(idx)
             return idx
+
+    @contextmanager
+    def exclusive(self, task_id: str) -> Iterator[None]:
+        """No other event of the task is written meanwhile (for `append_in` and its delivery)."""
+        with self._guard:
+            lock = self._locks.setdefault(task_id, threading.Lock())
+        with lock:
+            yield
+
+    def append_in(self, session: Session, task_id: str, events: list[tuple[str, dict[str, Any]]]) -> int:
+        """Write the events inside the caller's transaction (a task's end, with its status); returns the
+        first one's index. Call under `exclusive`, and `forget` the task once that transaction ended."""
+        idx = task_store.next_event_idx_in(session, task_id)
+        task_store.insert_events_in(session, task_id, idx, events)
+        return idx
 
     def forget(self, task_id: str) -> None:
         """Drop the cached state of a finished task."""

@@ -1,85 +1,47 @@
-"""Task records in motion: starting an agent's turn from its queue, running it, ending it, recovery.
+"""Task records in motion: starting an agent's turn from its queue, running it, stopping it.
 
 A task is one turn of one agent. Turns start in one place, `create_chat_task`: one
 transaction claims the idle agent by compare-and-set, creates the task and drains
 the agent's whole queue into its history. The first N-1
 drained messages are preceding notices (`starts_work: false`), the last is
-the trigger; the task's event log begins with all N, in order.
+the trigger; the task's event log begins with all N, in order. A turn ends in
+server/tasks/turn_end.py; one whose thread died is ended by server/tasks/recovery.py.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
-from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage
+from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.peer_signals import STOP
 from modules.storage import agents as agent_store
-from modules.storage import messages as message_store
-from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
-from modules.storage.records import now
-from modules.sub_agent.manager import TurnResult
-from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
-from server.chat_flow_task_support import close_open_tool_calls, close_open_tool_calls_in, emit_user_messages
-from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
+from modules.storage.records import new_id
+from server.chat_flow_task_main import handle_task_with_sender
+from server.chat_flow_task_support import emit_user_messages
+from server.chat_flow_types import FAILED, STOPPED, ChatTurn, TurnOutcome
 from server.runtime import Runtime
 from server.sender import TaskEventSender
+from server.tasks.recovery import Recovery
+from server.tasks.running import RunningTask, TurnWaiter, TurnWaiters
+from server.tasks.turn_end import background_flags, finish_turn, state_event
 
 log = logging.getLogger(__name__)
 
-STOP_REASON = "cancelled: the user stopped the task"
-RESTART_REASON = "interrupted: the server restarted while this call was open"
+CRASHED = {"code": "internal_error", "message": "the task ended unexpectedly"}
+DATABASE_LOST = {"code": "database_unavailable", "message": "the database stopped answering during the turn"}
 
 
 class _NoTurn(Exception):
     """The agent was claimed by another caller, or its queue emptied, between the checks and the claim."""
-
-
-@dataclass
-class RunningTask:
-    task: Task
-    turn: ChatTurn
-    sender: TaskEventSender
-    kind: str
-    parent_id: str | None
-    drained: list[Message]  # what the turn's start took from the queue, in order
-    claim: StateChange
-    started: float = field(default_factory=time.monotonic)
-
-
-class _TurnWaiter:
-    """The next turn of one agent, awaited by a blocking create_sub_agent."""
-
-    def __init__(self, manager: TaskManager, agent_id: str):
-        self._manager = manager
-        self.agent_id = agent_id
-        self.event = threading.Event()
-        self.result: TurnResult | None = None
-
-    def wait(self, timeout_s: float, should_stop) -> TurnResult | None:
-        deadline = time.monotonic() + timeout_s
-        try:
-            while not self.event.is_set() and not should_stop():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.event.wait(min(0.1, remaining))
-            return self.result
-        finally:
-            self.cancel()
-
-    def cancel(self) -> None:
-        self._manager._drop_turn_waiter(self)
 
 
 class TaskManager:
@@ -88,7 +50,9 @@ class TaskManager:
         self._lock = threading.RLock()
         self._running: dict[str, RunningTask] = {}
         self._by_agent: dict[str, str] = {}
-        self._turn_waiters: dict[str, _TurnWaiter] = {}
+        self._starting: set[str] = set()  # claimed in the database, not yet registered here
+        self._waiters = TurnWaiters()
+        self._recovery = Recovery(rt, self.runs_here, self.create_chat_task)
         rt.agent_states.subscribe(self._emit_state_change)
         rt.router.wake = self.create_chat_task
         rt.router.active_task_of = self.active_task_of_agent
@@ -102,6 +66,11 @@ class TaskManager:
             task_id = self._by_agent.get(agent_id)
         return task_id or task_store.active_task_of_agent(self._rt.db, agent_id)
 
+    def runs_here(self, task_id: str) -> bool:
+        """Whether a thread of this process runs (or is about to run) the task."""
+        with self._lock:
+            return task_id in self._running or task_id in self._starting
+
     # -- starting a turn ---------------------------------------------------
     def create_chat_task(self, agent_id: str) -> str | None:
         """Start a turn for an idle/completed agent that has queued messages; its task id, or None
@@ -112,6 +81,9 @@ class TaskManager:
             return None
         if not rt.router.has_queued(agent_id):
             return None
+        task_id = new_id()
+        with self._lock:
+            self._starting.add(task_id)  # so the watchdog never mistakes the fresh task for an orphan
         try:
             # The claim, the task and the drain commit together: an agent is never `running` without its
             # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
@@ -125,7 +97,7 @@ class TaskManager:
                     raise _NoTurn
                 task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
                                                  task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
-                                                 owner=rt.membership.process_id)
+                                                 owner=rt.membership.process_id, task_id=task_id)
                 drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
                                                         last_starts_work=True)
                 if not drained:
@@ -133,10 +105,13 @@ class TaskManager:
                 task.trigger_message_id = drained[-1].message_id
                 task.meta = {"message_ids": [m.message_id for m in drained],
                              "from_user": all((m.meta or {}).get("source") == "user" for m in drained)}
+            self._register(task, agent, drained, claim)
         except _NoTurn:
             return None
-        self._register(task, agent, drained, claim)
-        rt.spawn(self._run_chat_task, task.id)
+        finally:
+            with self._lock:
+                self._starting.discard(task_id)
+        rt.spawn(self._supervise, task.id)
         return task.id
 
     def _register(self, task: Task, agent: Agent, drained: list[Message], claim: StateChange) -> None:
@@ -150,11 +125,19 @@ class TaskManager:
             self._by_agent[agent.id] = task.id
 
     # -- running ---------------------------------------------------------
+    def _supervise(self, task_id: str) -> None:
+        """However the turn's thread ends, the task leaves this process's books: if it did not reach a final
+        state, it is an orphan that the watchdog (or a stop) ends."""
+        try:
+            self._run_chat_task(task_id)
+        finally:
+            self._forget(task_id)
+
     def _run_chat_task(self, task_id: str) -> None:
         with self._lock:
             running = self._running[task_id]
         rt, turn, sender = self._rt, running.turn, running.sender
-        outcome = TurnOutcome(FAILED, {"code": "internal_error", "message": "the task ended unexpectedly"})
+        outcome = TurnOutcome(FAILED, CRASHED)
         try:
             emit_user_messages(sender, running.drained, TRIGGERED_NEW_TURN, turn.display_name)
             self._emit_state_change(running.claim)
@@ -163,165 +146,48 @@ class TaskManager:
             else:
                 task_store.set_task_status(rt.db, task_id, "running", expected=("pending",))
                 outcome = handle_task_with_sender(rt, turn, sender)
+        except (OperationalError, InterfaceError):
+            log.exception("task %s lost its database", task_id)
+            outcome = TurnOutcome(FAILED, DATABASE_LOST)
         except Exception:
             log.exception("task %s crashed", task_id)
         finally:
             self._finish(running, outcome)
 
     def _finish(self, running: RunningTask, outcome: TurnOutcome) -> None:
-        """Close open calls, settle the agent, emit the last event, then write the final status
-        (with the parent's completion notice in the same transaction), then the end-of-turn check.
+        finish_turn(self._rt, running, outcome, self._waiters)
 
-        The status is written after the last event, so a poller that sees a final
-        status has already been able to read every event.
-        """
-        rt, turn, sender = self._rt, running.turn, running.sender
-        if not task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id):
-            # Another process judged us gone and took this task over: its history is no longer ours to write.
-            log.warning("task %s was taken over by another process; leaving it alone", turn.task_id)
-            with self._lock:
-                self._running.pop(turn.task_id, None)
-                if self._by_agent.get(turn.agent_id) == turn.task_id:
-                    del self._by_agent[turn.agent_id]
-            rt.event_log.forget(turn.task_id)
-            return
-        notice = None
-        settled = True
-        try:
-            reason = {STOPPED: STOP_REASON, SUCCEEDED: "closed: the turn ended before this call ran"}.get(
-                outcome.status, "failed: the task ended before this call ran")
-            close_open_tool_calls(rt, turn.conversation_id, turn.agent_id, reason)
-            next_state = agent_state.COMPLETED if outcome.status == SUCCEEDED else agent_state.IDLE
-            rt.agent_states.transition(turn.agent_id, next_state)
-            flags = self.background_flags(turn.conversation_id)
-            if running.kind == MASTER_KIND:
-                self._emit_sub_agent_waiting(turn.conversation_id, sender)
-            if outcome.status == SUCCEEDED:
-                sender.emit("task_complete", flags)
-            elif outcome.status == STOPPED:
-                sender.emit("task_stopped", flags)
-            else:
-                sender.emit("error", {**(outcome.error or {}), **flags})
-            notice = self._report_to_parent(running, outcome)
-        except Exception:
-            log.exception("could not finish task %s cleanly", turn.task_id)
-        finally:
-            try:
-                settled = self._write_final_status(turn.task_id, outcome, notice)
-            finally:
-                with self._lock:
-                    self._running.pop(turn.task_id, None)
-                    if self._by_agent.get(turn.agent_id) == turn.task_id:
-                        del self._by_agent[turn.agent_id]
-                    rt.event_log.forget(turn.task_id)
-        if not settled:
-            return
-        if notice is not None:
-            rt.router.deliver(notice)
-        if outcome.status == SUCCEEDED:
-            self._suggest(running)
-        run_completion_poll(rt, turn.agent_id)
-
-    def _write_final_status(self, task_id: str, outcome: TurnOutcome, notice: PendingMessage | None) -> bool:
-        """The final status (with the parent's notice), retried until the database takes it: a task left
-        active under a live owner would look busy forever, since recovery only takes over dead owners."""
-        attempt = 0
-        while True:
-            try:
-                with self._rt.db.write() as s:
-                    # Another process that took this task over (it thought us gone) has the last word.
-                    settled = task_store.set_task_status_in(s, task_id, outcome.status, error=outcome.error,
-                                                            expected=task_store.ACTIVE_STATUSES)
-                    if settled and notice is not None:
-                        self._rt.router.enqueue_in(s, notice)
-                    if not settled and attempt:  # an earlier attempt committed, but its answer was lost
-                        task = s.get(Task, task_id)
-                        settled = task is not None and task.status == outcome.status \
-                            and task.owner == self._rt.membership.process_id
-                return settled
-            except Exception:
-                attempt += 1
-                log.exception("could not record the end of task %s (attempt %d)", task_id, attempt)
-                time.sleep(min(0.2 * 2**attempt, 10.0))
-
-    def _suggest(self, running: RunningTask) -> None:
-        """Suggestions follow a reply to the user: a turn that a user message started or joined."""
-        turn = running.turn
-        history = message_store.list_messages(self._rt.db, turn.agent_id)
-        start = running.drained[0].seq
-        user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
-        reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
-                      and (m.meta or {}).get("task_id") == turn.task_id), None)
-        if not user or reply is None:
-            return
-        self._rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
-                                      agent_id=turn.agent_id, reply_message_id=reply.message_id,
-                                      user_message=user[-1].content or "", reply=reply.content or "")
-
-    def _report_to_parent(self, running: RunningTask, outcome: TurnOutcome):
-        """A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice
-        (not for a turn the user had with it directly, nor for one its master terminated)."""
-        if running.kind == MASTER_KIND or running.parent_id is None:
-            return None
-        rt, turn = self._rt, running.turn
-        final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
-                      if m.role == "assistant" and m.content and (m.meta or {}).get("task_id") == turn.task_id), "")
-        result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
-                            error=(outcome.error or {}).get("message"),
-                            duration_s=time.monotonic() - running.started)
+    def _forget(self, task_id: str) -> None:
         with self._lock:
-            waiter = self._turn_waiters.pop(turn.agent_id, None)
-        if waiter is not None:
-            waiter.result = result
-            waiter.event.set()
-            return None
-        agent = agent_store.get_agent(rt.db, turn.agent_id)
-        if (running.task.meta or {}).get("from_user", False) or agent.terminated:
-            return None
-        return rt.sub_agents.completion_notice(agent, result)
+            running = self._running.pop(task_id, None)
+            if running is not None and self._by_agent.get(running.turn.agent_id) == task_id:
+                del self._by_agent[running.turn.agent_id]
+        self._rt.event_log.forget(task_id)
 
-    def expect_turn(self, agent_id: str) -> _TurnWaiter:
-        waiter = _TurnWaiter(self, agent_id)
-        with self._lock:
-            self._turn_waiters[agent_id] = waiter
-        return waiter
+    def expect_turn(self, agent_id: str) -> TurnWaiter:
+        return self._waiters.expect(agent_id)
 
-    def _drop_turn_waiter(self, waiter: _TurnWaiter) -> None:
-        with self._lock:
-            if self._turn_waiters.get(waiter.agent_id) is waiter:
-                del self._turn_waiters[waiter.agent_id]
-
-    def background_flags(self, conversation_id: str) -> dict[str, Any]:
-        rt = self._rt
-        return {"has_running_sub_agents": bool(rt.sub_agents.running(conversation_id)),
-                "has_running_background_commands": rt.commands.has_running(conversation_id)}
-
-    def _emit_sub_agent_waiting(self, conversation_id: str, sender: TaskEventSender) -> None:
-        busy = self._rt.sub_agents.running(conversation_id)
-        if busy:
-            sender.emit("sub_agent_waiting", {"count": len(busy), "tasks": [
-                {"agent_id": a.id, "display_name": a.display_name, "summary": (a.task or "")[:200]} for a in busy
-            ]})
+    def background_flags(self, conversation_id: str) -> dict[str, object]:
+        return background_flags(self._rt, conversation_id)
 
     def _emit_state_change(self, change: StateChange) -> None:
         """Agent state changes go into the event log of the agent's running task, if any."""
         with self._lock:
             task_id = self._by_agent.get(change.agent_id)
             running = self._running.get(task_id) if task_id else None
-        data = {"state": change.state, "previous": change.previous, "display_name": change.display_name,
-                "agent_id": change.agent_id}
         if running is not None:
-            running.sender.emit("agent_state", data)
+            running.sender.emit("agent_state", state_event(change))
         else:
-            self._rt.transport.emit("agent_state", {**data, "conversation_id": change.conversation_id},
+            self._rt.transport.emit("agent_state", {**state_event(change), "conversation_id": change.conversation_id},
                                     change.conversation_id)
 
     # -- stopping --------------------------------------------------------
     def stop(self, task_id: str) -> bool:
-        """Ask a task to stop. False when it is not in progress.
+        """Stop a task. False when it is not in progress.
 
         A task run by another live process is flagged in the database; that process's
-        membership loop sees the flag within a second and stops it.
+        membership loop sees the flag within a second and stops it. A task of this process that no
+        thread runs any more ends here and now.
         """
         with self._lock:
             running = self._running.get(task_id)
@@ -332,6 +198,10 @@ class TaskManager:
         task = task_store.get_task(rt.db, task_id)
         if task is None or task.status not in task_store.ACTIVE_STATUSES:
             return False
+        if task.owner == rt.membership.process_id and not self.runs_here(task_id):
+            self._recovery.end_task(task, STOPPED, None)
+            self.create_chat_task(task.agent_id)  # messages that queued up behind the dead turn
+            return True
         if task.owner and task.owner in rt.membership.alive():
             if not task_store.request_stop(rt.db, task_id):
                 return False
@@ -360,78 +230,5 @@ class TaskManager:
 
     # -- recovery --------------------------------------------------------
     def recover_interrupted(self, gone: dict[str, str], *, orphan_grace_s: float = 5.0) -> int:
-        """Take over the work of server processes that are not alive (gone, forgotten, or never recorded): fail their
-        tasks, close their agents' open tool calls, put the agents back to idle, report their
-        background commands lost, and give every idle agent with queued messages its turn.
-
-        Each task is claimed by compare-and-set, so two processes never recover it twice.
-        """
-        rt = self._rt
-        alive = rt.membership.alive()
-        error = {"code": "interrupted", "message": "the server process running this task stopped"}
-        recovered = 0
-        notices = []
-        for task in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES):
-            if task.owner in alive:
-                continue
-            notice = self._interrupted_notice(task, error["message"])
-            released, free = None, False
-            with rt.db.write() as s:
-                # The task's end, its agent's release and its parent's notice commit together: whoever sees
-                # the task failed sees the agent idle too.
-                if not task_store.set_task_status_in(s, task.id, FAILED, error=error,
-                                                     expected=task_store.ACTIVE_STATUSES):
-                    continue
-                if notice is not None:
-                    rt.router.enqueue_in(s, notice)
-                    notices.append(notice)
-                # The agent may already be in a newer turn elsewhere (the process died after releasing it);
-                # that turn's calls and state are not ours to touch.
-                free = task_store.active_task_of_agent_in(s, task.agent_id) is None
-                if free:
-                    # An answer its ask took but never wrote down goes back to the queue: the agent's
-                    # next turn reads it (the membership sweep starts that turn below).
-                    queue.requeue_answers_taken_after_in(s, task.agent_id,
-                                                         message_store.last_written_at_in(s, task.agent_id))
-                    close_open_tool_calls_in(s, task.conversation_id, task.agent_id, RESTART_REASON)
-                    released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
-            if free:
-                rt.user_questions.close_for_agent(task.conversation_id, task.agent_id)
-            if released is not None:
-                rt.agent_states.announce(released)
-            TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
-                            agent_id=task.agent_id).emit("error", {**error, "has_running_sub_agents": False,
-                                                                   "has_running_background_commands": False})
-            rt.event_log.forget(task.id)
-            recovered += 1
-        busy = {t.agent_id for t in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)}
-        for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
-            # Running with no task anywhere (left by a version that claimed agents apart from their tasks):
-            # released only if it is still exactly as listed, in the transaction that checks for a task.
-            if agent.id in busy or now() - agent.updated_at <= orphan_grace_s:
-                continue
-            with rt.db.write() as s:
-                released = None
-                if task_store.active_task_of_agent_in(s, agent.id) is None:
-                    released = rt.agent_states.transition_in(s, agent.id, agent_state.IDLE, force=True,
-                                                             version=agent.version)
-                if released is not None:
-                    close_open_tool_calls_in(s, agent.conversation_id, agent.id, RESTART_REASON)
-            if released is not None:
-                rt.user_questions.close_for_agent(agent.conversation_id, agent.id)
-                rt.agent_states.announce(released)
-        rt.commands.recover_lost(gone)
-        for notice in notices:
-            rt.router.deliver(notice)
-        for agent_id in queue.agents_with_queued(rt.db):
-            self.create_chat_task(agent_id)
-        return recovered
-
-    def _interrupted_notice(self, task: Task, reason: str):
-        """The parent of a sub-agent whose turn died with its process hears of it, as of any end."""
-        agent = agent_store.get_agent(self._rt.db, task.agent_id)
-        if agent is None or agent.kind == MASTER_KIND or agent.parent_id is None or agent.terminated \
-                or (task.meta or {}).get("from_user", False):
-            return None
-        duration = now() - (task.started_at or task.created_at)
-        return self._rt.sub_agents.completion_notice(agent, TurnResult(task.id, FAILED, "", reason, duration))
+        """End the tasks of gone processes and this process's orphans (server/tasks/recovery.py)."""
+        return self._recovery.recover(gone, orphan_grace_s=orphan_grace_s)

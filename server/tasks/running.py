@@ -1,0 +1,79 @@
+"""The in-memory side of turns run by this process: what each needs while it runs, and who awaits one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from modules.multi_agent.agent_state import StateChange
+from modules.storage.models import Message, Task
+from modules.sub_agent.manager import TurnResult
+from server.chat_flow_types import ChatTurn
+from server.sender import TaskEventSender
+
+
+@dataclass
+class RunningTask:
+    task: Task
+    turn: ChatTurn
+    sender: TaskEventSender
+    kind: str
+    parent_id: str | None
+    drained: list[Message]  # what the turn's start took from the queue, in order
+    claim: StateChange
+    started: float = field(default_factory=time.monotonic)
+
+
+class TurnWaiter:
+    """The next turn of one agent, awaited by a blocking create_sub_agent."""
+
+    def __init__(self, waiters: TurnWaiters, agent_id: str):
+        self._waiters = waiters
+        self.agent_id = agent_id
+        self.event = threading.Event()
+        self.result: TurnResult | None = None
+
+    def wait(self, timeout_s: float, should_stop) -> TurnResult | None:
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not self.event.is_set() and not should_stop():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.event.wait(min(0.1, remaining))
+            return self.result
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        self._waiters.drop(self)
+
+    def hand(self, result: TurnResult) -> None:
+        self.result = result
+        self.event.set()
+
+
+class TurnWaiters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_agent: dict[str, TurnWaiter] = {}
+
+    def expect(self, agent_id: str) -> TurnWaiter:
+        waiter = TurnWaiter(self, agent_id)
+        with self._lock:
+            self._by_agent[agent_id] = waiter
+        return waiter
+
+    def awaited(self, agent_id: str) -> bool:
+        with self._lock:
+            return agent_id in self._by_agent
+
+    def pop(self, agent_id: str) -> TurnWaiter | None:
+        with self._lock:
+            return self._by_agent.pop(agent_id, None)
+
+    def drop(self, waiter: TurnWaiter) -> None:
+        with self._lock:
+            if self._by_agent.get(waiter.agent_id) is waiter:
+                del self._by_agent[waiter.agent_id]
