@@ -32,6 +32,13 @@ def _stream_reply(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: 
     )
 
 
+def _keep_partial(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: str, exc: ModelError) -> None:
+    """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
+    mark = {"partial": True, "error_code": exc.code}
+    persist_assistant_message(rt, turn, message_id, ModelReply(exc.partial, [], "error"), meta=mark)
+    sender.emit("text_end", {"message_id": message_id, "content": exc.partial, **mark})
+
+
 def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) -> TurnOutcome:
     """Run one turn. Messages that reach the agent while it runs are drained into its history
     before its next model call (see `execute_tool_calls`); what arrives after the last model call
@@ -46,6 +53,8 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
             reply = _stream_reply(rt, turn, sender, message_id)
         except ModelError as exc:
             log.warning("model call failed for task %s: %s %s", turn.task_id, exc.code, exc)
+            if exc.partial:
+                _keep_partial(rt, turn, sender, message_id, exc)
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
         if not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)

@@ -82,7 +82,8 @@ def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender
     return len(drained)
 
 
-def persist_assistant_message(rt: Runtime, turn: ChatTurn, message_id: str, reply: ModelReply) -> Message | None:
+def persist_assistant_message(rt: Runtime, turn: ChatTurn, message_id: str, reply: ModelReply,
+                              *, meta: dict[str, Any] | None = None) -> Message | None:
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         for call in reply.tool_calls
@@ -90,7 +91,7 @@ def persist_assistant_message(rt: Runtime, turn: ChatTurn, message_id: str, repl
     if not reply.content and not calls:
         return None
     draft = MessageDraft(role="assistant", content=reply.content or None, tool_calls=calls or None,
-                         message_id=message_id, meta={"task_id": turn.task_id})
+                         message_id=message_id, meta={"task_id": turn.task_id, **(meta or {})})
     return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
 
 

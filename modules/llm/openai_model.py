@@ -119,6 +119,7 @@ class OpenAIChatModel:
         max_retries: int = 4,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
+        max_retry_after_s: float = 60.0,
         on_retry: Callable[[int, ModelError, float], None] | None = None,
     ) -> None:
         # timeout_s bounds each connect/read, so a slow but live stream is never cut off.
@@ -129,6 +130,7 @@ class OpenAIChatModel:
         self._max_retries = max_retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
+        self._max_retry_after_s = max_retry_after_s
         self._on_retry = on_retry
 
     def stream_chat(
@@ -153,9 +155,13 @@ class OpenAIChatModel:
             except _AttemptFailed as failed:
                 err = failed.error
                 if reply.delivered:  # a retry would repeat text the user has already seen
-                    raise _annotated(err, "after partial output") from failed
+                    raise _annotated(err, "after partial output", partial=reply.reply().content) from failed
                 if not err.retryable or attempt >= self._max_retries:
                     raise (_annotated(err, f"gave up after {attempt + 1} attempts") if attempt else err) from failed
+                if failed.retry_after is not None and failed.retry_after > self._max_retry_after_s:
+                    # Asking again sooner than the endpoint said would only be refused again.
+                    raise _annotated(err, f"the endpoint asked to retry after {failed.retry_after:g} s, longer "
+                                          f"than the {self._max_retry_after_s:g} s this server waits") from failed
                 attempt += 1
                 delay = self._delay(attempt, failed.retry_after)
                 if self._on_retry is not None:
@@ -238,14 +244,15 @@ class OpenAIChatModel:
         return _AttemptFailed(ModelError("model_error", f"model endpoint error: {exc}"), None)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self._backoff_max_s)
+        if retry_after is not None:  # honoured as asked (a longer ask gave up before this)
+            return max(retry_after, 0.0)
         backoff = min(self._backoff_max_s, self._backoff_base_s * 2 ** (attempt - 1))
         return backoff * random.uniform(0.75, 1.0)  # jitter spreads out agents that failed together
 
 
-def _annotated(err: ModelError, note: str) -> ModelError:
-    return ModelError(err.code, f"{err.message} ({note})", retryable=err.retryable, status=err.status)
+def _annotated(err: ModelError, note: str, *, partial: str = "") -> ModelError:
+    return ModelError(err.code, f"{err.message} ({note})", retryable=err.retryable, status=err.status,
+                      partial=partial)
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -26,15 +26,18 @@ class ModelError(Exception):
 
     Callers branch on `code` (never on the message): "rate_limited", "server_error",
     "timeout", "connection_error", "bad_request", "auth_error" or "model_error".
-    `retryable` says whether trying again later may help; `status` is the HTTP status.
+    `retryable` says whether trying again later may help; `status` is the HTTP status;
+    `partial` is the text streamed before the failure (already shown to the user, never replayed).
     """
 
-    def __init__(self, code: str, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+    def __init__(self, code: str, message: str, *, retryable: bool = False, status: int | None = None,
+                 partial: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
         self.status = status
+        self.partial = partial
 
     def __repr__(self) -> str:
         return f"ModelError({self.code!r}, {self.message!r}, retryable={self.retryable}, status={self.status})"

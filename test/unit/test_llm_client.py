@@ -178,13 +178,24 @@ def test_rate_limit_honours_retry_after(llm):
     assert second.received_at - first.received_at >= 0.3
 
 
-def test_retry_after_is_capped_by_backoff_max(llm):
-    llm.script(error(429, retry_after=30), text("ok"))
+def test_retry_after_is_honoured_beyond_backoff_max(llm):
+    llm.script(error(429, retry_after=0.3), text("ok"))
     retries = Retries()
 
     make_model(llm, on_retry=retries, backoff_max_s=0.1).stream_chat(messages=USER)
 
-    assert [delay for _, _, delay in retries.calls] == [0.1]
+    assert [delay for _, _, delay in retries.calls] == [0.3]
+
+
+def test_a_retry_after_longer_than_allowed_gives_up_at_once_instead_of_asking_early(llm):
+    llm.script(error(429, "come back in an hour", retry_after=3600), text("must not be served"))
+    retries = Retries()
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm, on_retry=retries, max_retry_after_s=10).stream_chat(messages=USER)
+
+    assert caught.value.code == "rate_limited" and "retry after 3600 s" in caught.value.message
+    assert len(llm.requests) == 1 and retries.calls == []
 
 
 def test_persistent_server_error_gives_up_after_max_retries(llm):
@@ -248,7 +259,7 @@ def test_failure_after_partial_output_is_not_retried(llm):
 
     assert caught.value.code == "connection_error"
     assert "partial output" in caught.value.message
-    assert "".join(chunks) == "half an ans"
+    assert "".join(chunks) == "half an ans" == caught.value.partial
     assert len(llm.requests) == 1
 
 
