@@ -24,6 +24,7 @@ from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
+from server import outage
 from server.api import background, conversations, health, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
@@ -45,7 +46,7 @@ def build_tools() -> ToolRegistry:
 
 def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Flask, SocketIO]:
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, timeout_s=settings.db_timeout_s)
     db.migrate()
     socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None)
     model = build_chat_model(
@@ -84,6 +85,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     peers.subscribe(STOP, lambda task_id: rt.tasks.apply_stop_requests())
     peers.subscribe(CANCEL_COMMAND, lambda command_id: rt.commands.apply_cancel_requests())
     peers.start(spawn)
+    # The database is back: end what died meanwhile and start the turns of what queued up, now.
+    db.health.subscribe(lambda change: change.available and spawn(_sweep, rt))
     recovered = rt.membership.take_over(rt.tasks)
     if recovered:
         log.warning("marked %d task(s) of a stopped server process as failed", recovered)
@@ -96,12 +99,20 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     chat = ChatService(rt)
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
+    outage.install(app, socketio, db, spawn)
     for bp in (conversations.bp, tasks.bp, background.bp, health.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
     register_socket_handlers(socketio, rt, auth, chat)
     return app, socketio
+
+
+def _sweep(rt: Runtime) -> None:
+    try:
+        rt.membership.take_over(rt.tasks)
+    except Exception:
+        log.exception("the sweep after the database came back failed; the membership loop retries")
 
 
 def _register_frontend(app: Flask, root: Path) -> None:

@@ -7,12 +7,15 @@ goes inline into a running turn, or starts a new one.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
@@ -21,6 +24,8 @@ from modules.storage import conversations as conversation_store
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TITLE = "New conversation"
 TITLE_CHARS = 60
@@ -97,6 +102,10 @@ class ChatService:
         req = parse_send_request(payload, self._rt.settings.max_message_chars)
         if req.client_message_id:
             previous = client_requests.reserve(self._rt.db, user_id, req.client_message_id)
+            stored = self._rt.router.stored(_message_id(user_id, req.client_message_id)) \
+                if previous == client_requests.IN_PROGRESS else None
+            if stored is not None:  # its first try stored it and then lost the database: deliver, never copy
+                return self._redeliver(stored, on_conversation)
             if previous == client_requests.IN_PROGRESS:
                 raise ApiError(409, "duplicate_in_progress", "a send with this client_message_id is in progress")
             if previous is not None:
@@ -108,7 +117,10 @@ class ChatService:
                 client_requests.release(self._rt.db, user_id, req.client_message_id)
             raise
         if req.client_message_id:
-            client_requests.complete(self._rt.db, user_id, req.client_message_id, answer)
+            try:
+                client_requests.complete(self._rt.db, user_id, req.client_message_id, answer)
+            except (OperationalError, InterfaceError):  # the message is stored: its sender hears so
+                log.warning("could not record the answer to client message %s", req.client_message_id)
         return answer
 
     def _conversation(self, user_id: int, req: SendRequest):

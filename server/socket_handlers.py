@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import request
 from flask_socketio import SocketIO, join_room
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
@@ -17,6 +18,7 @@ from modules.storage import tasks as task_store
 from server.auth import Authenticator, bearer_token
 from server.chat_service import ChatService
 from server.errors import ApiError, not_found
+from server.outage import status_event, unavailable_body
 from server.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,9 +37,13 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
         """Run a handler and turn an ApiError into an error acknowledgement."""
         def wrapper(data: Any = None):
             try:
+                if not rt.db.health.available:
+                    return {**unavailable_body(), "status": 503}
                 return fn(data if data is not None else {})
             except ApiError as err:
                 return {**err.body(), "status": err.status}
+            except (OperationalError, InterfaceError):
+                return {**unavailable_body(), "status": 503}
             except Exception:
                 log.exception("socket handler %s failed", fn.__name__)
                 return {"success": False, "error": "internal server error", "code": "internal_error", "status": 500}
@@ -52,6 +58,8 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
             users[request.sid] = auth.user_id_for(token)
         except ApiError as err:
             raise ConnectionRefusedError(err.message) from None
+        if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did
+            socketio.emit(*status_event(rt.db), to=request.sid)
 
     @socketio.on("disconnect")
     def on_disconnect(*_args):

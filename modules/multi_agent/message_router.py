@@ -20,6 +20,7 @@ agent's state, so two of them never start two turns.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Row, select
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from modules.multi_agent import agent_state
@@ -38,7 +40,10 @@ from modules.storage.messages import MessageDraft
 from modules.storage.models import Agent, Message, PendingMessageRow
 from modules.storage.records import new_id, now
 
+log = logging.getLogger(__name__)
+
 RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
+QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
 MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
 
 
@@ -187,7 +192,12 @@ class MessageRouter:
             self.enqueue_in(s, message)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
-        return self.deliver(message)
+        try:
+            return self.deliver(message)
+        except (OperationalError, InterfaceError):
+            # Stored all the same: the membership sweep starts the turn that reads it once the database is back.
+            log.warning("message %s is stored, but the database went away before its delivery", message.id)
+            return RouteResult(QUEUED)
 
     def stored(self, message_id: str) -> PendingMessage | None:
         """A message already in a queue (queued or consumed), by id."""

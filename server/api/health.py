@@ -1,18 +1,27 @@
-"""`/healthz`: is the process up, is the database reachable, which model serves."""
+"""`/healthz`: is the process up, does the database answer (within a second), which model serves.
+
+With AUTH_TOKENS set, only a caller with a valid token learns which model endpoint serves; without
+them the page's demo banner reads `demo_model`.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify, request
 
 from server.api.context import runtime
+from server.auth import Authenticator, bearer_token
 
 bp = Blueprint("health", __name__)
+
+PROBE_TIMEOUT_S = 0.8
 
 
 @bp.get("/healthz")
 def healthz():
     rt = runtime()
-    db_ok = rt.db.ping()
-    body = {"ok": db_ok, "database": rt.db.dialect if db_ok else "unreachable", "model": rt.model.label,
-            "demo_model": rt.settings.uses_demo_model}
+    db_ok = rt.db.ping(PROBE_TIMEOUT_S)
+    body = {"ok": db_ok, "database": rt.db.dialect if db_ok else "unavailable"}
+    auth: Authenticator = current_app.extensions["chat_auth"]
+    if not rt.settings.auth_required or auth.knows(bearer_token(request.headers.get("Authorization"))):
+        body.update(model=rt.model.label, demo_model=rt.settings.uses_demo_model)
     return jsonify(body), 200 if db_ok else 503
