@@ -128,10 +128,14 @@ class TaskManager:
     def _supervise(self, task_id: str) -> None:
         """However the turn's thread ends, the task leaves this process's books: if it did not reach a final
         state, it is an orphan that the watchdog (or a stop) ends."""
+        ended = False
         try:
             self._run_chat_task(task_id)
+            ended = True
         finally:
             self._forget(task_id)
+            if not ended:
+                log.error("the thread of task %s died before ending it; the watchdog ends it", task_id)
 
     def _run_chat_task(self, task_id: str) -> None:
         with self._lock:
