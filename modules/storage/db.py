@@ -202,7 +202,8 @@ class Database:
             waited_until = time.monotonic() + MIGRATION_LOCK_WAIT_S
             while True:
                 # 1: ours; 0: still held by another process after the wait; NULL: an error.
-                got = conn.execute(text("SELECT GET_LOCK('chat_server_migrate', 5)")).scalar()
+                wait = max(1, min(5, math.ceil(waited_until - time.monotonic())))
+                got = conn.execute(text("SELECT GET_LOCK('chat_server_migrate', :wait)"), {"wait": wait}).scalar()
                 if got == 1:
                     break
                 if got is None or time.monotonic() >= waited_until:
