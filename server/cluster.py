@@ -10,10 +10,12 @@ peers.
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from modules.storage import processes
 from modules.storage.db import Database
+from modules.storage.health import HealthChange
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +30,23 @@ class Membership:
         self._db = db
         self._poll_s = poll_s
         self.process_id = processes.register(db)
+        self._trust_heartbeats_at = 0.0
+        db.health.subscribe(self._on_health)
+
+    def _on_health(self, change: HealthChange) -> None:
+        """No process could beat while the database was away: a stale heartbeat means nothing until every
+        live process has had the time to beat again (a pid that is gone still counts at once)."""
+        if change.available:
+            self._trust_heartbeats_at = time.monotonic() + TIMEOUT_S
+
+    def _timeout_s(self) -> float:
+        return TIMEOUT_S if time.monotonic() >= self._trust_heartbeats_at else math.inf
 
     def alive(self) -> set[str]:
-        return processes.alive_processes(self._db, self.process_id, TIMEOUT_S)
+        return processes.alive_processes(self._db, self.process_id, self._timeout_s())
 
     def gone(self) -> dict[str, str]:
-        return processes.gone_processes(self._db, self.process_id, TIMEOUT_S)
+        return processes.gone_processes(self._db, self.process_id, self._timeout_s())
 
     def take_over(self, tasks) -> int:
         """Recover the work of gone processes, then forget them."""
