@@ -74,7 +74,13 @@ def finish_turn(rt: Runtime, running: RunningTask, outcome: TurnOutcome, waiters
     """End the turn; False when another process had taken the task over (then it is theirs to end)."""
     task_id = running.turn.task_id
     facts = until_answered(lambda: _read_facts(rt, running, outcome, waiters), f"the end of task {task_id}")
-    ended = until_answered(lambda: _commit(rt, running, outcome, facts), f"the end of task {task_id}")
+    tries: list[int] = []
+
+    def commit() -> _Ended | None:
+        tries.append(1)
+        return _commit(rt, running, outcome, facts, retried=len(tries) > 1)
+
+    ended = until_answered(commit, f"the end of task {task_id}")
     if ended is None:
         log.warning("task %s was taken over by another process; leaving it alone", task_id)
         return False
@@ -121,7 +127,8 @@ def _read_facts(rt: Runtime, running: RunningTask, outcome: TurnOutcome, waiters
     return _Facts(flags, busy, result, rt.sub_agents.completion_notice(agent, result), False)
 
 
-def _commit(rt: Runtime, running: RunningTask, outcome: TurnOutcome, facts: _Facts) -> _Ended | None:
+def _commit(rt: Runtime, running: RunningTask, outcome: TurnOutcome, facts: _Facts, *,
+            retried: bool) -> _Ended | None:
     turn, me = running.turn, rt.membership.process_id
     with rt.event_log.exclusive(turn.task_id), rt.db.write() as s:
         # First the status, by compare-and-set: a process that took this task over (it judged us gone)
@@ -129,7 +136,8 @@ def _commit(rt: Runtime, running: RunningTask, outcome: TurnOutcome, facts: _Fac
         if not task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
                                              expected=task_store.ACTIVE_STATUSES, owner=me):
             task = s.get(Task, turn.task_id, populate_existing=True)
-            mine = task is not None and task.owner == me and task.status == outcome.status
+            mine = retried and task is not None and task.owner == me and task.status == outcome.status \
+                and task.error == outcome.error
             return _Ended(None, []) if mine else None
         close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
                                  _CLOSE_REASONS.get(outcome.status, _FAILED_REASON))
