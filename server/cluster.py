@@ -13,6 +13,8 @@ import logging
 import math
 import time
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 from modules.storage import processes
 from modules.storage.db import Database
 from modules.storage.health import HealthChange
@@ -72,5 +74,7 @@ class Membership:
                 if current - last_sweep >= SWEEP_S:
                     self.take_over(tasks)
                     last_sweep = current
+            except (OperationalError, InterfaceError) as exc:  # an outage: the prober reports it once
+                log.warning("membership loop: no database (%s); retrying", str(exc).splitlines()[0])
             except Exception:
                 log.exception("membership loop failed; retrying")

@@ -52,7 +52,7 @@ class DatabaseHealth:
             if available:
                 log.warning("the database answers again")
             else:
-                log.error("the database is unavailable: %s", reason)
+                log.error("database probe failed: %s", reason)
             for listener in self._listeners:
                 try:
                     listener(change)

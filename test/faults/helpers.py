@@ -40,6 +40,12 @@ class Ledger:
         return res
 
 
+def wait_back(server: ServerProcess) -> None:
+    """Until the server says the database is back: its API stops answering 503."""
+    wait_until(lambda: requests.get(server.url + "/api/conversations", timeout=10).status_code != 503, RECOVERY_S,
+               what="the database back")
+
+
 def healthz(server: ServerProcess) -> tuple[int, dict[str, Any], float]:
     started = time.monotonic()
     res = requests.get(server.url + "/healthz", timeout=10)
