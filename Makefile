@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean frontend
+.PHONY: run test lint bench clean frontend sandbox
 
 FRONTEND_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
 	$(wildcard frontend/index.html frontend/package.json frontend/vite.config.ts frontend/tsconfig*.json)
@@ -27,10 +27,18 @@ $(FRONTEND_DIST): frontend/node_modules/.installed $(FRONTEND_SRC)
 
 frontend: $(FRONTEND_DIST)
 
-run: $(STAMP) $(FRONTEND_DIST)
+# Agents' commands run in a bubblewrap sandbox: install it where it is missing and we can.
+sandbox:
+	@command -v bwrap >/dev/null && command -v slirp4netns >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap slirp4netns) \
+	      >/dev/null || echo "could not install the sandbox; run: apt-get install bubblewrap slirp4netns"; \
+	  else echo "the command sandbox needs bubblewrap; run: sudo apt-get install bubblewrap slirp4netns"; fi; }
+
+run: $(STAMP) $(FRONTEND_DIST) sandbox
 	$(PY) run.py
 
-test: $(STAMP) $(FRONTEND_DIST)
+test: $(STAMP) $(FRONTEND_DIST) sandbox
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 

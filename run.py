@@ -16,6 +16,7 @@ eventlet.monkey_patch()
 import argparse  # noqa: E402
 import ipaddress  # noqa: E402
 import logging  # noqa: E402
+import resource  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 
@@ -34,6 +35,24 @@ def is_loopback(host: str) -> bool:
             return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
         except OSError:
             return False
+
+
+RESERVED_FILES = 256  # database pool, Redis, logs, command pipes: what connections must leave free
+
+
+def connection_capacity() -> tuple[int, int]:
+    """Raise this process's open-file limit to its hard limit and size the WSGI green-thread pool from it:
+    eventlet's default pool of 1,024 would refuse clients long before the file limit does.
+    Returns (pool size, file limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
+    return max(soft - RESERVED_FILES, 64), soft
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -74,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
-    log.info("listening on http://%s:%d (database %s)", settings.host, settings.port,
-             app.extensions["chat_runtime"].db.label)
-    socketio.run(app, host=settings.host, port=settings.port, log_output=False)
+    pool_size, file_limit = connection_capacity()
+    log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d)",
+             settings.host, settings.port, app.extensions["chat_runtime"].db.label, pool_size, file_limit)
+    socketio.run(app, host=settings.host, port=settings.port, log_output=False, max_size=pool_size)
     return 0
 
 

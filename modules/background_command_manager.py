@@ -1,6 +1,6 @@
 """Background shell commands and their completion notices.
 
-A command runs in its own process group with a timeout and an output tail.
+A command runs in the command sandbox with a timeout and a capped output log.
 When it ends, its record is marked finished and its completion notice is
 queued to the agent that started it *in the same transaction*: a crash
 between "finished" and "notified" cannot lose the notice. The notice is then
@@ -31,7 +31,8 @@ from modules.storage import processes
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
-from modules.tools.shell import CommandOutcome, read_tail, run_shell
+from modules.tools.sandbox import Sandbox
+from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ RUNNING = "running"
 FINISHED_STATUSES = ("succeeded", "failed", "timed_out", "cancelled", "lost")
 NOTICE_OUTPUT_CHARS = 2_000
 GATHER_S = 0.002
+PRUNE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,14 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
 
 
 class BackgroundCommandManager:
-    def __init__(self, db: Database, router: MessageRouter, *, logs_dir: Path, tail_chars: int,
-                 spawn: Callable[..., Any], owner: str | None = None, peers: PeerSignals | None = None):
+    def __init__(self, db: Database, router: MessageRouter, *, sandbox: Sandbox, logs_dir: Path, tail_chars: int,
+                 spawn: Callable[..., Any], log_max_bytes: int = 1024 * 1024, log_retention_s: float = 7 * 86400,
+                 owner: str | None = None, peers: PeerSignals | None = None):
         self._db = db
+        self._sandbox = sandbox
+        self._log_max_bytes = log_max_bytes
+        self._log_retention_s = log_retention_s
+        self._pruned_at = 0.0
         self._owner = owner
         self._peers = peers or PeerSignals()
         self._router = router
@@ -104,6 +111,7 @@ class BackgroundCommandManager:
     def start(self, conversation_id: str, agent_id: str, agent_display_name: str, command: str, cwd: Path,
               timeout_s: float) -> str:
         """Record the command as running and start it; returns its id at once."""
+        self.prune_logs()
         start = CommandStart(new_id(), conversation_id, agent_id, agent_display_name, command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
         with self._db.write() as s:
@@ -121,8 +129,8 @@ class BackgroundCommandManager:
         cancel = self._cancel[start.command_id]
         try:
             outcome = run_shell(
-                start.command, cwd=start.cwd, log_path=log_path, timeout_s=start.timeout_s,
-                tail_chars=self._tail_chars, should_stop=cancel.is_set,
+                start.command, sandbox=self._sandbox, cwd=start.cwd, log_path=log_path, timeout_s=start.timeout_s,
+                tail_chars=self._tail_chars, log_max_bytes=self._log_max_bytes, should_stop=cancel.is_set,
                 on_start=lambda pid: self._record_pid(start.command_id, pid),
             )
             error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
@@ -139,7 +147,8 @@ class BackgroundCommandManager:
 
     def _record_pid(self, command_id: str, pid: int) -> None:
         with self._db.write() as s:
-            s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id).values(pid=pid))
+            s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id)
+                      .values(pid=pid, pid_started=process_start_ticks(pid)))
 
     def _submit(self, finish: Finish) -> None:
         """Hand a finished command to the finisher; the first to arrive becomes it.
@@ -335,11 +344,40 @@ class BackgroundCommandManager:
             orphans = [c for c in running if c.owner is None or c.owner in gone_owners]
         for cmd in orphans:
             if cmd.pid and gone_owners.get(cmd.owner, processes.HOST) == processes.HOST:  # ours to kill
-                try:
-                    os.killpg(cmd.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _kill_if_same_process(cmd.pid, cmd.pid_started)
             output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
             self._finish([Finish(cmd.id, "lost", None, output, truncated,
                                  "the server process running it stopped; its result is lost", now())])
         return len(orphans)
+
+    # -- retention ---------------------------------------------------------
+    def prune_logs(self, *, force: bool = False) -> int:
+        """Delete the logs of commands that ended more than the retention period ago (at most hourly)."""
+        current = time.time()
+        if not force and current - self._pruned_at < PRUNE_EVERY_S:
+            return 0
+        self._pruned_at = current
+        with self._db.read() as s:
+            running = {Path(p).name for p in s.scalars(select(BackgroundCommand.log_path)
+                                                        .where(BackgroundCommand.status == RUNNING))}
+        removed = 0
+        for path in self._logs_dir.glob("*.log") if self._logs_dir.is_dir() else ():
+            try:
+                if path.name not in running and current - path.stat().st_mtime > self._log_retention_s:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+
+def _kill_if_same_process(pid: int, started: int | None) -> None:
+    """Kill a dead server's command group, unless its pid now names another process (reused after a
+    reboot, or a pid recorded before start times were)."""
+    if started is None or process_start_ticks(pid) != started:
+        log.warning("not killing pid %d: it is not the command's process any more", pid)
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

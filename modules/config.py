@@ -54,6 +54,13 @@ def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool =
     return value
 
 
+def _choice(env: dict[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().lower() or default
+    if raw not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
 def parse_auth_tokens(raw: str) -> dict[str, str]:
     """`user:token,...` -> {token: user}. Rejects malformed pairs loudly."""
     tokens: dict[str, str] = {}
@@ -65,6 +72,16 @@ def parse_auth_tokens(raw: str) -> dict[str, str]:
             raise ConfigError(f"AUTH_TOKENS entry {part!r} is not of the form user:token")
         tokens[token.strip()] = user.strip()
     return tokens
+
+
+def parse_allowed_hosts(raw: str) -> tuple[str, ...]:
+    """`name,...` -> the extra names a request's Host header may carry (any port); lower-cased."""
+    names = tuple(n.strip().lower() for n in raw.split(",") if n.strip())
+    for name in names:
+        bracketed = name.startswith("[")
+        if "/" in name or (bracketed and not name.endswith("]")) or (not bracketed and name.count(":") == 1):
+            raise ConfigError(f"ALLOWED_HOSTS entry {name!r} must be a host name without scheme or port")
+    return names
 
 
 @dataclass(frozen=True)
@@ -84,6 +101,7 @@ class Settings:
     llm_max_retries: int = 4
     llm_backoff_base_s: float = 0.5
     auth_tokens: dict[str, str] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()
     ask_timeout_s: float = 600.0
     command_timeout_s: float = 600.0
     sub_agent_timeout_s: float = 1800.0
@@ -94,6 +112,13 @@ class Settings:
     peer_poll_s: float = 1.0
     db_timeout_s: float = 5.0
     command_output_tail_chars: int = 8_000
+    sandbox: str = "auto"
+    sandbox_network: bool = False
+    command_memory_mb: int = 2048
+    command_max_processes: int = 256
+    command_file_mb: int = 1024
+    command_log_max_bytes: int = 1024 * 1024
+    command_log_retention_days: float = 7.0
     demo_chunk_delay_s: float = 0.02
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
@@ -140,6 +165,7 @@ class Settings:
             llm_max_retries=_int(env, "LLM_MAX_RETRIES", base.llm_max_retries),
             llm_backoff_base_s=_float(env, "LLM_BACKOFF_BASE_S", base.llm_backoff_base_s),
             auth_tokens=parse_auth_tokens(env.get("AUTH_TOKENS", "")),
+            allowed_hosts=parse_allowed_hosts(env.get("ALLOWED_HOSTS", "")),
             ask_timeout_s=_float(env, "ASK_TIMEOUT_S", base.ask_timeout_s),
             command_timeout_s=_float(env, "COMMAND_TIMEOUT_S", base.command_timeout_s),
             sub_agent_timeout_s=_float(env, "SUB_AGENT_TIMEOUT_S", base.sub_agent_timeout_s),
@@ -149,6 +175,13 @@ class Settings:
             notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
             peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
             db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
+            sandbox=_choice(env, "SANDBOX", base.sandbox, ("auto", "on", "off")),
+            sandbox_network=_choice(env, "SANDBOX_NETWORK", "off", ("off", "on")) == "on",
+            command_memory_mb=_int(env, "COMMAND_MEMORY_MB", base.command_memory_mb),
+            command_max_processes=_int(env, "COMMAND_MAX_PROCESSES", base.command_max_processes),
+            command_file_mb=_int(env, "COMMAND_FILE_MB", base.command_file_mb),
+            command_log_max_bytes=_int(env, "COMMAND_LOG_MAX_BYTES", base.command_log_max_bytes),
+            command_log_retention_days=_float(env, "COMMAND_LOG_RETENTION_DAYS", base.command_log_retention_days),
             demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,

@@ -24,15 +24,18 @@ from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
+from modules.tools.sandbox import build_sandbox
 from server import outage
-from server.api import background, conversations, health, tasks
+from server.api import background, conversations, health, openapi, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
 from server.cluster import Membership
 from server.errors import register_error_handlers
+from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.sender import SocketIOTransport
 from server.socket_handlers import register_socket_handlers
+from server.socket_packets import TolerantPacket
 from server.suggestions import SuggestionService
 from server.tasks.event_log import EventLog
 from server.tasks.models import TaskManager
@@ -48,7 +51,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     logging.getLogger("alembic").setLevel(logging.WARNING)
     db = Database(settings.database_url, timeout_s=settings.db_timeout_s)
     db.migrate()
-    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None)
+    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None, serializer=TolerantPacket)
     model = build_chat_model(
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,
@@ -59,19 +62,22 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     tools = build_tools()
     profiles = load_profiles(settings.agent_profiles_path, set(tools.names()))
     spawn = socketio.start_background_task
+    sandbox = build_sandbox(settings)
+    (log.info if sandbox.active else log.warning)(sandbox.status_line())
     router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s)
     membership = Membership(db, poll_s=settings.peer_poll_s)
     peers = build_peer_signals(settings.redis_url, membership.process_id)
     rt = Runtime(
         settings=settings, db=db, model=model, tools=tools, profiles=profiles, agent_states=AgentStates(db),
         router=router, sub_agents=SubAgentManager(db, profiles),
-        commands=BackgroundCommandManager(db, router, logs_dir=settings.data_dir / "command_logs",
-                                          tail_chars=settings.command_output_tail_chars, spawn=spawn,
-                                          owner=membership.process_id, peers=peers),
+        commands=BackgroundCommandManager(
+            db, router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
+            tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
+            log_retention_s=settings.command_log_retention_days * 86400, owner=membership.process_id, peers=peers),
         membership=membership,
         event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
-        signals=load_routing_signals(settings.routing_signals_path), peers=peers,
+        signals=load_routing_signals(settings.routing_signals_path), peers=peers, sandbox=sandbox,
     )
     rt.tasks = TaskManager(rt)
     rt.suggestions = SuggestionService(rt)
@@ -100,11 +106,13 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
     outage.install(app, socketio, db, spawn)
-    for bp in (conversations.bp, tasks.bp, background.bp, health.bp):
+    for bp in (conversations.bp, tasks.bp, background.bp, health.bp, openapi.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
     register_socket_handlers(socketio, rt, auth, chat)
+    if not settings.auth_required:
+        app.wsgi_app = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
     return app, socketio
 
 

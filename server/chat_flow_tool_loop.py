@@ -26,7 +26,8 @@ def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_ca
     """
     ctx = ToolContext(
         conversation_id=turn.conversation_id, agent_id=turn.agent_id, agent_display_name=turn.display_name,
-        workspace=rt.workspace(turn.conversation_id), settings=rt.settings, should_stop=turn.stopped,
+        workspace=rt.workspace(turn.conversation_id), settings=rt.settings, sandbox=rt.sandbox,
+        should_stop=turn.stopped,
         task_id=turn.task_id, services=rt.services, emit=sender.emit,
     )
     for call in tool_calls:

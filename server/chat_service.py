@@ -12,7 +12,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -21,52 +20,14 @@ from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
+from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TITLE = "New conversation"
 TITLE_CHARS = 60
-
-
-@dataclass(frozen=True)
-class SendRequest:
-    message: str
-    conversation_id: str | None
-    client_message_id: str | None
-    question_id: str | None
-
-
-def storable(text: str) -> bool:
-    """Whether the text can be stored: valid Unicode (JSON lets a client send a lone surrogate) and no NUL."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
-
-
-def _optional_str(payload: dict, name: str, max_len: int) -> str | None:
-    value = payload.get(name)
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= max_len or not storable(value)):
-        raise ApiError(400, f"invalid_{name}", f"`{name}` must be a string of 1 to {max_len} characters")
-    return value
-
-
-def parse_send_request(payload: Any, max_chars: int) -> SendRequest:
-    if not isinstance(payload, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object")
-    message = payload.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise ApiError(400, "invalid_message", "`message` must be a non-empty string")
-    if not storable(message):
-        raise ApiError(400, "invalid_message", "`message` must be valid Unicode without NUL characters")
-    if len(message) > max_chars:
-        raise ApiError(413, "message_too_large", f"`message` is longer than {max_chars} characters")
-    return SendRequest(message, _optional_str(payload, "conversation_id", 64),
-                       _optional_str(payload, "client_message_id", 128), _optional_str(payload, "question_id", 64))
 
 
 def title_from(message: str) -> str:
@@ -91,15 +52,14 @@ class ChatService:
         self._ordering: dict[str, tuple[threading.Lock, int]] = {}
         self._ordering_guard = threading.Lock()
 
-    def send(self, user_id: int, payload: Any,
+    def send(self, user_id: int, req: SendMessageBody,
              on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
-        """Queue the message for its receiver and answer as `POST /api/tasks` does.
+        """Queue the validated message for its receiver and answer as `POST /api/tasks` does.
 
         A repeated `client_message_id` returns the first answer and stores nothing twice.
         `on_conversation` hears the conversation id before delivery (a socket joins its
         room then, so it misses no event).
         """
-        req = parse_send_request(payload, self._rt.settings.max_message_chars)
         if req.client_message_id:
             previous = client_requests.reserve(self._rt.db, user_id, req.client_message_id)
             stored = self._rt.router.stored(_message_id(user_id, req.client_message_id)) \
@@ -123,7 +83,7 @@ class ChatService:
                 log.warning("could not record the answer to client message %s", req.client_message_id)
         return answer
 
-    def _conversation(self, user_id: int, req: SendRequest):
+    def _conversation(self, user_id: int, req: SendMessageBody):
         rt = self._rt
         if req.conversation_id is None:
             conv, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message), rt.master.name)
@@ -135,7 +95,7 @@ class ChatService:
         conversation_store.touch_conversation(rt.db, conv.id, title=title)
         return conv
 
-    def _deliver(self, user_id: int, req: SendRequest,
+    def _deliver(self, user_id: int, req: SendMessageBody,
                  on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
         rt = self._rt
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
@@ -177,7 +137,7 @@ class ChatService:
                 else:
                     self._ordering[conversation_id] = (lock, users - 1)
 
-    def _route(self, conv, req: SendRequest) -> dict[str, Any]:
+    def _route(self, conv, req: SendMessageBody) -> dict[str, Any]:
         rt = self._rt
         agents = agent_store.list_agents(rt.db, conv.id)
         decision = self._routing.decide(conv, agents, req.message, req.question_id)

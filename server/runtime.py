@@ -20,6 +20,7 @@ from modules.peer_signals import PeerSignals
 from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
+from modules.tools.sandbox import Sandbox
 from server.cluster import Membership
 from server.sender import Transport
 from server.tasks.event_log import EventLog
@@ -48,6 +49,7 @@ class Runtime:
     user_questions: UserQuestions
     signals: RoutingSignals
     peers: PeerSignals
+    sandbox: Sandbox
     tasks: TaskManager | None = None
     services: AgentServices | None = None
     suggestions: SuggestionService | None = None

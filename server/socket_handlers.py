@@ -13,13 +13,15 @@ from flask_socketio import SocketIO, join_room
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.storage import agents as agent_store
-from modules.storage import conversations as conversation_store
-from modules.storage import tasks as task_store
+from server.api.context import owned_conversation, owned_task
+from server.api.request_models import SendMessageBody, validation_context
+from server.api.validation import validated
 from server.auth import Authenticator, bearer_token
 from server.chat_service import ChatService
-from server.errors import ApiError, not_found
+from server.errors import ApiError
 from server.outage import status_event, unavailable_body
 from server.runtime import Runtime
+from server.socket_packets import UNDECODABLE_EVENT
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,17 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
         return uid
 
     def acked(fn):
-        """Run a handler and turn an ApiError into an error acknowledgement."""
-        def wrapper(data: Any = None):
+        """Run a handler on the event's one argument and turn an ApiError into an error acknowledgement.
+
+        Every call is acknowledged: an event sent with several arguments (python-socketio sends a tuple
+        as several) answers `invalid_json` rather than failing before the handler runs, unanswered."""
+        def wrapper(*args: Any):
             try:
+                if len(args) > 1:
+                    raise ApiError(400, "invalid_json", f"expected one JSON object argument, got {len(args)}")
                 if not rt.db.health.available:
                     return {**unavailable_body(), "status": 503}
+                data = args[0] if args else None
                 return fn(data if data is not None else {})
             except ApiError as err:
                 return {**err.body(), "status": err.status}
@@ -65,35 +73,33 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
     def on_disconnect(*_args):
         users.pop(request.sid, None)
 
-    def owned(cid: Any, uid: int):
-        if not isinstance(cid, str) or conversation_store.get_conversation(rt.db, cid, uid) is None:
-            raise not_found("conversation")
-        return cid
-
     @socketio.on("join_conversation")
     @acked
     def on_join(data: Any):
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_json", "expected an object with `conversation_id`")
-        cid = owned(data.get("conversation_id"), user_id())
-        join_room(cid)
-        master = agent_store.get_master(rt.db, cid)
-        return {"success": True, "conversation_id": cid, "main_task_id": rt.tasks.active_task_of_agent(master.id)}
+        conv = owned_conversation(data.get("conversation_id"), user_id())
+        join_room(conv.id)
+        master = agent_store.get_master(rt.db, conv.id)
+        return {"success": True, "conversation_id": conv.id, "main_task_id": rt.tasks.active_task_of_agent(master.id)}
 
     @socketio.on("send_message")
     @acked
     def on_send(data: Any):
         sid = request.sid
-        return chat.send(user_id(), data, on_conversation=lambda cid: join_room(cid, sid=sid))
+        uid = user_id()
+        req = validated(SendMessageBody, data, context=validation_context(rt.settings))
+        return chat.send(uid, req, on_conversation=lambda cid: join_room(cid, sid=sid))
 
     @socketio.on("stop_task")
     @acked
     def on_stop(data: Any):
-        task_id = data.get("task_id") if isinstance(data, dict) else None
-        task = task_store.get_task(rt.db, task_id) if isinstance(task_id, str) else None
-        if task is None:
-            raise not_found("task")
-        owned(task.conversation_id, user_id())
+        task = owned_task(data.get("task_id") if isinstance(data, dict) else None, user_id())
         if not rt.tasks.stop(task.id):
             raise ApiError(409, "task_not_running", f"task {task.id} is already {task.status}")
         return {"success": True, "task_id": task.id, "stopping": True}
+
+    @socketio.on(UNDECODABLE_EVENT)
+    @acked
+    def on_undecodable(_data: Any):
+        raise ApiError(400, "invalid_json", "the event's arguments nest too deeply to decode")

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Double, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -165,6 +177,7 @@ class BackgroundCommand(Base):
     output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     timeout_s: Mapped[float] = mapped_column(Double)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pid_started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # clock ticks after boot
     log_path: Mapped[str] = mapped_column(String(512))
     owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

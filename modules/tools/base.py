@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modules.config import Settings
+from modules.tools.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from modules.agents.services import AgentServices
@@ -25,6 +26,7 @@ class ToolContext:
     agent_display_name: str
     workspace: Path
     settings: Settings
+    sandbox: Sandbox
     should_stop: Callable[[], bool] = field(default=lambda: False)
     task_id: str = ""
     services: AgentServices | None = None

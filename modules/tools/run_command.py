@@ -1,7 +1,8 @@
-"""`run_command`: a shell command in the conversation's own workspace folder."""
+"""`run_command`: a shell command in the conversation's own workspace, inside the command sandbox."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -11,17 +12,32 @@ from modules.tools.shell import run_shell
 MAX_COMMAND_CHARS = 10_000
 
 
+def parse_timeout(value: Any, limit: float) -> float:
+    """The model's `timeout` as seconds within the operator's limit; ValueError says what is wrong.
+
+    NaN and infinity would disable the limit (every comparison with NaN is false), so they are refused."""
+    if value is None:
+        return limit
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("timeout must be a number of seconds")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {value!r}")
+    return min(float(value), limit)
+
+
 def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     command = args["command"].strip()
     if not command:
         return {"success": False, "error": "command is empty"}
     if len(command) > MAX_COMMAND_CHARS:
         return {"success": False, "error": f"command is longer than {MAX_COMMAND_CHARS} characters"}
-    limit = ctx.settings.command_timeout_s
-    timeout = args.get("timeout")
-    if timeout is not None and timeout <= 0:
-        return {"success": False, "error": "timeout must be a positive number of seconds"}
-    timeout_s = min(float(timeout), limit) if timeout is not None else limit
+    refusal = ctx.sandbox.refusal()
+    if refusal:
+        return {"success": False, "error": refusal}
+    try:
+        timeout_s = parse_timeout(args.get("timeout"), ctx.settings.command_timeout_s)
+    except ValueError as exc:
+        return {"success": False, "error": str(exc)}
     if args.get("run_in_background"):
         svc = ctx.require_services()
         command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, command,
@@ -30,11 +46,14 @@ def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
     log_path = ctx.settings.data_dir / "command_logs" / f"{uuid.uuid4()}.log"
-    outcome = run_shell(
-        command, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
-        tail_chars=ctx.settings.command_output_tail_chars, should_stop=ctx.should_stop,
-    )
-    log_path.unlink(missing_ok=True)
+    try:
+        outcome = run_shell(
+            command, sandbox=ctx.sandbox, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
+            tail_chars=ctx.settings.command_output_tail_chars, log_max_bytes=ctx.settings.command_log_max_bytes,
+            should_stop=ctx.should_stop,
+        )
+    finally:
+        log_path.unlink(missing_ok=True)
     result: dict[str, Any] = {
         "success": outcome.exit_code == 0 and not outcome.timed_out and not outcome.stopped,
         "command": command,
@@ -44,7 +63,7 @@ def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "duration_s": outcome.duration_s,
     }
     if outcome.timed_out:
-        result["error"] = f"timed out after {timeout_s:g} s; the command's process group was killed"
+        result["error"] = f"timed out after {timeout_s:g} s; every process of the command was killed"
     elif outcome.stopped:
         result["error"] = "stopped by the user"
     return result
@@ -53,8 +72,9 @@ def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 RUN_COMMAND = ToolSpec(
     name="run_command",
     description=(
-        "Run a shell command in this conversation's workspace folder and return its exit code "
-        "and the tail of its output."
+        "Run a shell command in this conversation's workspace (/workspace, inside a sandbox: the system is "
+        "read-only, /tmp is private, the network is off unless the operator enabled it, and every process "
+        "the command starts ends with it) and return its exit code and the tail of its output."
     ),
     parameters={
         "type": "object",

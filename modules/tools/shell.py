@@ -1,22 +1,31 @@
-"""Run one shell command in its own process group, bounded in time and output.
+"""Run one shell command through the sandbox, bounded in time and in the output it keeps.
 
-Output goes to a log file rather than a pipe, so a chatty command can never
-block on a full pipe, and only its tail is read back. On timeout or stop the
-whole process group is killed, children included.
+The output comes through a pipe into a capped log (head and tail kept), so a
+command that prints without end neither fills the disk nor blocks: once the
+log overflows, the reader slows down and the command waits on its full pipe.
+The command has ended when its process has (in the sandbox, every process it
+started dies with it) and no process holds the pipe any more; on timeout or
+stop its whole process group is killed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.tools.capped_log import CappedLog
+from modules.tools.sandbox import Launched, Sandbox
+
 POLL_INTERVAL_S = 0.1
+READ_BYTES = 65536
+OVERFLOW_READ_PAUSE_S = 0.001  # past the cap, at most READ_BYTES per pause: a runaway printer costs little
+DRAIN_AFTER_EXIT_S = 0.5  # unsandboxed: how long a child that kept the pipe open may keep printing
 
 
 @dataclass(frozen=True)
@@ -46,66 +55,97 @@ def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
     return text[-tail_chars:], truncated
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+def kill_group(pid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def run_shell(command: str, *, cwd: Path, log_path: Path, timeout_s: float, tail_chars: int,
-              should_stop: Callable[[], bool] = lambda: False,
+def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, timeout_s: float, tail_chars: int,
+              log_max_bytes: int, should_stop: Callable[[], bool] = lambda: False,
               on_start: Callable[[int], None] | None = None) -> CommandOutcome:
-    """Run `command` under /bin/sh in its own process group.
-
-    The command's processes hold the write end of a pipe that nothing writes to;
-    when the last of them exits, the read end reports end-of-file at once, so the
-    end is seen without polling delay (select() on it is cooperative under eventlet).
-    Timeouts, stops and commands that leave a background child behind are caught by
-    the periodic check of the shell itself.
-    """
-    cwd.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    """Run `command` in `cwd` (the conversation's workspace) through `sandbox`."""
+    sandbox.prepare_workspace(cwd)
     started = time.monotonic()
-    exit_r, exit_w = os.pipe()
+    out = CappedLog(log_path, max_bytes=log_max_bytes)
+    read_fd, write_fd = os.pipe()
+    launched: Launched | None = None
+    timed_out = stopped = False
     try:
-        with log_path.open("wb") as out:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(exit_w,),
-            )
-        os.close(exit_w)
-        exit_w = -1
+        try:
+            launched = sandbox.spawn(command, cwd, stdout=write_fd)
+        finally:
+            os.close(write_fd)
+        proc = launched.proc
         if on_start is not None:
             try:
                 on_start(proc.pid)
             except BaseException:
-                kill_group(proc)
+                kill_group(proc.pid)
                 proc.wait()
                 raise
-        timed_out = stopped = False
-        reap_delay = 0.0  # > 0 once the pipe reported end-of-file
-        while proc.poll() is None:
+        os.set_blocking(read_fd, False)
+        pipe_open, exited_at, reap_delay = True, None, 0.0005
+        while pipe_open or proc.poll() is None:
             if time.monotonic() - started > timeout_s:
                 timed_out = True
             elif should_stop():
                 stopped = True
             if timed_out or stopped:
-                kill_group(proc)
+                kill_group(proc.pid)
                 proc.wait()
                 break
-            if reap_delay:
-                # The processes closed their files on exit; the shell becomes waitable a moment later.
+            if not pipe_open:  # the processes closed their output on exit; the first is waitable a moment later
                 time.sleep(reap_delay)
                 reap_delay = min(reap_delay * 2, POLL_INTERVAL_S)
-            elif select.select([exit_r], [], [], POLL_INTERVAL_S)[0] and os.read(exit_r, 1) == b"":
-                reap_delay = 0.0005
+                continue
+            if exited_at is None and proc.poll() is not None:
+                exited_at = time.monotonic()  # unsandboxed: a child may still hold the pipe; end it soon
+            if exited_at is not None and time.monotonic() - exited_at > DRAIN_AFTER_EXIT_S:
+                kill_group(proc.pid)
+                break
+            pipe_open = _read_some(read_fd, out)
     finally:
-        os.close(exit_r)
-        if exit_w >= 0:
-            os.close(exit_w)
+        os.close(read_fd)
+        if launched is not None:
+            launched.release()
+        out.close()
     output, truncated = read_tail(log_path, tail_chars)
     return CommandOutcome(
-        exit_code=proc.returncode, output=output, truncated=truncated, timed_out=timed_out,
+        exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,
         stopped=stopped, duration_s=round(time.monotonic() - started, 3),
     )
+
+
+def _read_some(fd: int, out: CappedLog) -> bool:
+    """Move what the pipe holds into the log; False once every writer has closed it."""
+    if not select.select([fd], [], [], POLL_INTERVAL_S)[0]:
+        return True
+    try:
+        data = os.read(fd, READ_BYTES)
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            return True
+        raise
+    if not data:
+        return False
+    out.write(data)
+    if out.overflowing:
+        time.sleep(OVERFLOW_READ_PAUSE_S)
+    return True
+
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); None if it is gone.
+
+    A pid plus its start time names one process: a pid alone may have been reused since."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return None

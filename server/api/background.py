@@ -2,63 +2,57 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint
 
-from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
-from server.api.context import current_user_id, owned_conversation, runtime
-from server.api.serializers import command_json, sub_agent_json
-from server.errors import ApiError, not_found
+from server.api import response_models as out
+from server.api.context import owned_command, owned_conversation, owned_sub_agent, runtime
+from server.api.endpoint import endpoint
+from server.api.request_models import ConversationQuery
+from server.api.serializers import command_out, sub_agent_out
+from server.errors import ApiError
 
 bp = Blueprint("background", __name__, url_prefix="/api")
 
 
-def _conversation_arg():
-    cid = request.args.get("conversation_id")
-    if not cid:
-        raise ApiError(400, "missing_conversation_id", "`conversation_id` query parameter is required")
-    return owned_conversation(cid, current_user_id())
-
-
 @bp.get("/sub_agents")
-def list_sub_agents():
-    conv = _conversation_arg()
+@endpoint({200: out.SubAgentList}, errors=(400, 404), query=ConversationQuery)
+def list_sub_agents(query: ConversationQuery, user_id: int):
+    """The conversation's sub-agents with the status of their last run."""
+    conv = owned_conversation(query.conversation_id, user_id)
     rt = runtime()
-    tasks = task_store.list_tasks(rt.db, conv.id)
-    last = {t.agent_id: t for t in tasks}
-    return jsonify({"success": True, "data": [sub_agent_json(a, last.get(a.id)) for a in rt.sub_agents.list(conv.id)]})
+    last = {t.agent_id: t for t in task_store.list_tasks(rt.db, conv.id)}
+    return out.SubAgentList(data=[sub_agent_out(a, last.get(a.id)) for a in rt.sub_agents.list(conv.id)])
 
 
 @bp.post("/sub_agents/<agent_id>/terminate")
-def terminate_sub_agent(agent_id: str):
+@endpoint({200: out.SubAgentTerminated}, errors=(404, 409))
+def terminate_sub_agent(agent_id: str, user_id: int):
+    """Terminate a sub-agent and stop its running task."""
     rt = runtime()
-    agent = agent_store.get_agent(rt.db, agent_id)
-    if agent is None or agent.kind != "sub_agent":
-        raise not_found("sub-agent")
-    owned_conversation(agent.conversation_id, current_user_id())
+    agent = owned_sub_agent(agent_id, user_id)
     if not rt.sub_agents.mark_terminated(agent.id):
         raise ApiError(409, "already_terminated", f"{agent.display_name} is already terminated")
     rt.tasks.terminate_agent(agent.id)
-    return jsonify({"success": True, "agent_id": agent.id, "display_name": agent.display_name,
-                    "status": "terminated"})
+    return out.SubAgentTerminated(agent_id=agent.id, display_name=agent.display_name)
 
 
 @bp.get("/background_commands")
-def list_commands():
-    conv = _conversation_arg()
+@endpoint({200: out.BackgroundCommandList}, errors=(400, 404), query=ConversationQuery)
+def list_commands(query: ConversationQuery, user_id: int):
+    """The conversation's background commands with status, exit code and output tail."""
+    conv = owned_conversation(query.conversation_id, user_id)
     commands = runtime().commands
-    data = [command_json(c, commands.output_tail(c)) for c in commands.list(conv.id)]
-    return jsonify({"success": True, "data": data})
+    return out.BackgroundCommandList(data=[command_out(c, commands.output_tail(c)) for c in commands.list(conv.id)])
 
 
 @bp.post("/background_commands/<command_id>/cancel")
-def cancel_command(command_id: str):
+@endpoint({200: out.CommandCancelling}, errors=(404, 409))
+def cancel_command(command_id: str, user_id: int):
+    """Cancel a running background command; its notice then says how it ended."""
     commands = runtime().commands
-    cmd = commands.get(command_id)
-    if cmd is None:
-        raise not_found("background command")
-    owned_conversation(cmd.conversation_id, current_user_id())
+    cmd = owned_command(command_id, user_id)
     if not commands.cancel(cmd.id):
         cmd = commands.get(cmd.id) or cmd
         raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
-    return jsonify({"success": True, "command_id": cmd.id, "cancelling": True})
+    return out.CommandCancelling(command_id=cmd.id)

@@ -2,80 +2,79 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint
 
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
-from server.api.context import current_user_id, json_body, owned_conversation, runtime
-from server.api.serializers import agent_json, conversation_json, message_json
-from server.chat_service import DEFAULT_TITLE, storable
-from server.errors import ApiError, not_found
+from server.api import response_models as out
+from server.api.context import conversation_agent, owned_conversation, runtime
+from server.api.endpoint import endpoint
+from server.api.request_models import DEFAULT_TITLE, CreateConversationBody, MessagesQuery
+from server.api.serializers import agent_out, conversation_detail, conversation_out, message_out
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
-MAX_TITLE_CHARS = 200
-
 
 @bp.post("")
-def create_conversation():
-    user_id = current_user_id()
-    payload = json_body(required=False)
-    title = payload.get("title", DEFAULT_TITLE)
-    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS or not storable(title):
-        raise ApiError(400, "invalid_title", f"`title` must be a string of at most {MAX_TITLE_CHARS} characters")
+@endpoint({201: out.ConversationDetail}, errors=(400,), body=CreateConversationBody, body_required=False)
+def create_conversation(body: CreateConversationBody, user_id: int):
+    """Create a conversation with its master agent."""
     rt = runtime()
-    conv, master = conversation_store.create_conversation(rt.db, user_id, title.strip() or DEFAULT_TITLE,
+    conv, master = conversation_store.create_conversation(rt.db, user_id, body.title.strip() or DEFAULT_TITLE,
                                                           rt.master.name)
-    return jsonify({"success": True, **conversation_json(conv), "agents": [agent_json(master)]}), 201
+    return conversation_detail(conv, [agent_out(master)]), 201
 
 
 @bp.get("")
-def list_conversations():
-    convs = conversation_store.list_conversations(runtime().db, current_user_id())
-    return jsonify({"success": True, "data": [conversation_json(c) for c in convs]})
+@endpoint({200: out.ConversationList})
+def list_conversations(user_id: int):
+    """The caller's conversations, newest first."""
+    convs = conversation_store.list_conversations(runtime().db, user_id)
+    return out.ConversationList(data=[conversation_out(c) for c in convs])
 
 
-@bp.get("/<cid>")
-def get_conversation(cid: str):
-    conv = owned_conversation(cid, current_user_id())
-    return jsonify({"success": True, **conversation_json(conv), "agents": _agents_json(conv.id)})
+@bp.get("/<conversation_id>")
+@endpoint({200: out.ConversationDetail}, errors=(404,))
+def get_conversation(conversation_id: str, user_id: int):
+    """A conversation with its agents."""
+    conv = owned_conversation(conversation_id, user_id)
+    return conversation_detail(conv, _agents(conv.id))
 
 
-@bp.get("/<cid>/messages")
-def list_messages(cid: str):
-    conv = owned_conversation(cid, current_user_id())
-    db = runtime().db
-    ref = request.args.get("agent")
-    agent = agent_store.find_agent(db, conv.id, ref) if ref else agent_store.get_master(db, conv.id)
-    if agent is None:
-        raise not_found("agent")
-    msgs = message_store.list_messages(db, agent.id)
-    return jsonify({"success": True, "agent_id": agent.id, "display_name": agent.display_name,
-                    "data": [message_json(m) for m in msgs]})
+@bp.get("/<conversation_id>/messages")
+@endpoint({200: out.MessageList}, errors=(404,), query=MessagesQuery)
+def list_messages(conversation_id: str, query: MessagesQuery, user_id: int):
+    """One agent's history, oldest first."""
+    conv = owned_conversation(conversation_id, user_id)
+    agent = conversation_agent(conv, query.agent)
+    msgs = message_store.list_messages(runtime().db, agent.id)
+    return out.MessageList(agent_id=agent.id, display_name=agent.display_name, data=[message_out(m) for m in msgs])
 
 
-def _agents_json(conversation_id: str) -> list[dict]:
+def _agents(conversation_id: str) -> list[out.Agent]:
     db = runtime().db
     counts = queue.queued_counts(db, conversation_id)
-    return [agent_json(a, counts.get(a.id, 0)) for a in agent_store.list_agents(db, conversation_id)]
+    return [agent_out(a, counts.get(a.id, 0)) for a in agent_store.list_agents(db, conversation_id)]
 
 
-@bp.get("/<cid>/agents")
-def list_agents(cid: str):
-    conv = owned_conversation(cid, current_user_id())
-    return jsonify({"success": True, "data": _agents_json(conv.id)})
+@bp.get("/<conversation_id>/agents")
+@endpoint({200: out.AgentList}, errors=(404,))
+def list_agents(conversation_id: str, user_id: int):
+    """The conversation's agents with their state and queue size."""
+    conv = owned_conversation(conversation_id, user_id)
+    return out.AgentList(data=_agents(conv.id))
 
 
-@bp.get("/<cid>/running-status")
-def running_status(cid: str):
-    conv = owned_conversation(cid, current_user_id())
+@bp.get("/<conversation_id>/running-status")
+@endpoint({200: out.RunningStatus}, errors=(404,))
+def running_status(conversation_id: str, user_id: int):
+    """Whether the master runs, and what runs in the background."""
+    conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
     master = agent_store.get_master(rt.db, conv.id)
     task_id = rt.tasks.active_task_of_agent(master.id)
     pending = len(rt.commands.poll_updates(conv.id)) + len(rt.sub_agents.poll_updates(conv.id))
-    return jsonify({
-        "success": True, "is_main_running": task_id is not None, "main_task_id": task_id,
-        **rt.tasks.background_flags(conv.id), "pending_notices": pending,
-    })
+    return out.RunningStatus(is_main_running=task_id is not None, main_task_id=task_id,
+                             **rt.tasks.background_flags(conv.id), pending_notices=pending)

@@ -179,7 +179,7 @@ def test_malformed_tool_arguments_become_a_tool_error(server, llm):
 def test_command_runs_in_the_conversation_workspace_with_timeout_and_tail(server, llm):
     llm.script(
         tool_calls(
-            ("run_command", {"command": "pwd"}),
+            ("run_command", {"command": "echo here > here.txt; pwd"}),
             ("run_command", {"command": "sleep 5; echo never", "timeout": 0.3}),
             ("run_command", {"command": "seq 1 20000; exit 3"}),
         )
@@ -188,7 +188,8 @@ def test_command_runs_in_the_conversation_workspace_with_timeout_and_tail(server
     sent = server.send("inspect")
     task = server.wait_task(sent["task_id"])
     results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
-    assert results[0]["output"].strip().endswith(f"workspaces/{sent['conversation_id']}")
+    assert results[0]["output"].strip() == "/workspace"  # the sandbox's view of the conversation's workspace
+    assert (server.data_dir / "workspaces" / sent["conversation_id"] / "here.txt").read_text() == "here\n"
     assert results[1]["success"] is False and "timed out" in results[1]["error"]
     assert "never" not in results[1]["output"]
     assert results[2]["exit_code"] == 3 and results[2]["success"] is False

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 
 from modules.background_command_manager import BackgroundCommandManager
 from modules.multi_agent.message_router import MessageRouter
-from modules.storage import conversations
+from modules.storage import conversations, processes
 from modules.storage.db import Database
+from modules.storage.models import BackgroundCommand
+from modules.storage.records import new_id, now
 from modules.storage.users import get_or_create_user
+from modules.tools.sandbox import Sandbox
+from modules.tools.shell import process_start_ticks
 from test.db_urls import fresh_database
+
+SANDBOX = Sandbox().probe()
 
 
 def _spawn(fn, *args):
@@ -26,7 +34,8 @@ def _setup(tmp_path, url=None):
     router = MessageRouter(db)
     delivered = []
     router.wake = lambda agent_id: delivered.append(agent_id) or None  # the agent stays idle: notices wait
-    manager = BackgroundCommandManager(db, router, logs_dir=tmp_path / "logs", tail_chars=1000, spawn=_spawn,
+    manager = BackgroundCommandManager(db, router, sandbox=SANDBOX, logs_dir=tmp_path / "logs", tail_chars=1000,
+                                       spawn=_spawn,
                                        owner="proc-1")
     return db, conv, master, router, manager, delivered
 
@@ -58,7 +67,8 @@ def test_a_command_whose_process_is_gone_is_reported_lost_once(tmp_path):
     db, conv, master, router, manager, _ = _setup(tmp_path)
     manager.start(conv.id, master.id, "MasterAgent", "sleep 30", tmp_path / "ws", 60)
     _wait(lambda: manager.list(conv.id)[0].pid)
-    successor = BackgroundCommandManager(db, router, logs_dir=tmp_path / "logs", tail_chars=1000, spawn=_spawn,
+    successor = BackgroundCommandManager(db, router, sandbox=SANDBOX, logs_dir=tmp_path / "logs", tail_chars=1000,
+                                         spawn=_spawn,
                                          owner="proc-2")
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 1
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 0
@@ -84,3 +94,44 @@ def test_output_with_nul_bytes_is_stored_and_holds_up_no_other_command(tmp_path)
         assert by_id[fine].status == "succeeded" and by_id[fine].output_tail.strip() == "fine"
         assert len(router.consume_pending_messages(master.id, conv.id, "task-1")) == 2
         db.dispose()
+
+
+def _orphan(db, conv, master, tmp_path, pid: int, pid_started: int | None) -> None:
+    with db.write() as s:
+        s.add(BackgroundCommand(id=new_id(), conversation_id=conv.id, agent_id=master.id, command="sleep 60",
+                                status="running", timeout_s=60, pid=pid, pid_started=pid_started,
+                                log_path=str(tmp_path / "orphan.log"), owner="proc-dead", created_at=now()))
+
+
+def test_recovery_kills_a_dead_servers_command_but_never_a_process_that_reused_its_pid(tmp_path):
+    db, conv, master, router, manager, _ = _setup(tmp_path)
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        started = process_start_ticks(bystander.pid)
+        _orphan(db, conv, master, tmp_path, bystander.pid, started - 1)  # the pid now names another process
+        _orphan(db, conv, master, tmp_path, orphan.pid, process_start_ticks(orphan.pid))
+        assert manager.recover_lost({"proc-dead": processes.HOST}) == 2
+        assert orphan.wait(5) == -9
+        assert bystander.poll() is None
+        assert {c.status for c in manager.list(conv.id)} == {"lost"}
+    finally:
+        bystander.kill()
+        orphan.kill()
+        bystander.wait()
+        orphan.wait()
+
+
+def test_logs_of_commands_ended_longer_ago_than_the_retention_are_deleted(tmp_path):
+    db, conv, master, router, manager, _ = _setup(tmp_path)
+    running_id = manager.start(conv.id, master.id, "MasterAgent", "sleep 30", tmp_path / "ws", 60)
+    _wait(lambda: manager.list(conv.id)[0].pid)
+    old, fresh = tmp_path / "logs" / "old.log", tmp_path / "logs" / "fresh.log"
+    old.write_text("old")
+    fresh.write_text("fresh")
+    week_ago = time.time() - 8 * 86400
+    for path in (old, tmp_path / "logs" / f"{running_id}.log"):
+        os.utime(path, (week_ago, week_ago))
+    assert manager.prune_logs(force=True) == 1
+    assert not old.exists() and fresh.exists() and (tmp_path / "logs" / f"{running_id}.log").exists()
+    manager.cancel(running_id)

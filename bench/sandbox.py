@@ -1,0 +1,71 @@
+"""Benchmark: what the command sandbox adds to a command (README, "Command sandbox").
+
+Runs `true` through the product's `run_shell` (the path of every `run_command`: spawn,
+capped log, wait, tail read) N times each way, interleaved so both see the same machine
+load: unsandboxed (`SANDBOX=off`), sandboxed with no network (the default), and
+sandboxed with `SANDBOX_NETWORK=on` (slirp4netns). Prints the median and p90 of each and
+the median added time of the sandbox, against the goal of under 20 ms for the default.
+
+Run: `.venv/bin/python bench/sandbox.py [--runs N]` (a few seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from modules.tools.sandbox import Sandbox  # noqa: E402
+from modules.tools.shell import run_shell  # noqa: E402
+
+GOAL_MS = 20.0
+
+
+def time_true(sandbox: Sandbox, workspace: Path, log_dir: Path) -> float:
+    started = time.perf_counter()
+    outcome = run_shell("true", sandbox=sandbox, cwd=workspace, log_path=log_dir / "true.log", timeout_s=30,
+                        tail_chars=1000, log_max_bytes=1 << 20)
+    elapsed = (time.perf_counter() - started) * 1000
+    if outcome.exit_code != 0:
+        raise SystemExit(f"`true` failed: {outcome.output}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        root = Path(tmp)
+        modes = {"unsandboxed": Sandbox(mode="off").probe(), "sandboxed": Sandbox().probe(),
+                 "sandboxed, network on": Sandbox(network=True).probe()}
+        for name, sandbox in list(modes.items()):
+            if name != "unsandboxed" and not sandbox.active:
+                print(f"{name}: skipped ({sandbox.problem})")
+                del modes[name]
+        times: dict[str, list[float]] = {name: [] for name in modes}
+        workspace = root / "conversation-1"
+        for _ in range(args.runs):
+            for name, sandbox in modes.items():
+                times[name].append(time_true(sandbox, workspace, root))
+    print(f"`true` through run_shell, {args.runs} runs each (ms):")
+    for name, values in times.items():
+        p90 = statistics.quantiles(values, n=10)[-1]
+        print(f"  {name:<24} median {statistics.median(values):6.1f}   p90 {p90:6.1f}")
+    base = statistics.median(times["unsandboxed"])
+    for name in modes:
+        if name == "unsandboxed":
+            continue
+        added = statistics.median(times[name]) - base
+        verdict = ("met" if added < GOAL_MS else "MISSED") if name == "sandboxed" else "no goal"
+        print(f"  added by {name}: {added:.1f} ms median (goal < {GOAL_MS:g} ms: {verdict})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

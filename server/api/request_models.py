@@ -1,0 +1,71 @@
+"""What each REST call (and the socket's `send_message`) accepts: bodies and query strings (API.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from modules.config import Settings
+from server.api.validation import NonBlankText, RequestModel, stored_text
+
+DEFAULT_TITLE = "New conversation"
+MAX_TITLE_CHARS = 200
+MAX_OFFSET = 2**31 - 1
+
+
+IdText = stored_text(min_length=1, max_length=64)
+ClientMessageId = stored_text(min_length=1, max_length=128)
+
+
+def validation_context(settings: Settings) -> dict[str, Any]:
+    """The limits that come from configuration rather than from the models."""
+    return {"max_message_chars": settings.max_message_chars}
+
+
+class SendMessageBody(RequestModel):
+    """`POST /api/tasks` and the socket's `send_message`."""
+
+    message: NonBlankText = Field(
+        description="the user's message; longer than MAX_MESSAGE_CHARS answers 413 `message_too_large`")
+    conversation_id: IdText | None = Field(None, description="omitted: a new conversation")
+    client_message_id: ClientMessageId | None = Field(
+        None, description="a repeated id returns the first answer and stores nothing twice")
+    question_id: IdText | None = Field(
+        None, description="the `ask_user` question this answers; one no longer pending answers 409 `stale_question`")
+
+    @field_validator("message")
+    @classmethod
+    def _fits(cls, value: str, info: ValidationInfo) -> str:
+        limit = (info.context or {}).get("max_message_chars")
+        if limit is not None and len(value) > limit:
+            raise PydanticCustomError("message_too_large", "is longer than {limit} characters", {"limit": limit})
+        return value
+
+
+class CreateConversationBody(RequestModel):
+    """`POST /api/conversations`; the body may be left out."""
+
+    title: stored_text(max_length=MAX_TITLE_CHARS) = DEFAULT_TITLE
+
+
+class ConversationQuery(RequestModel):
+    """The conversation whose tasks, sub-agents or background commands are listed."""
+
+    error_codes = {"conversation_id": "missing_conversation_id"}
+    conversation_id: str = Field(min_length=1)
+
+
+class TaskListQuery(ConversationQuery):
+    status: Literal["", "active"] | None = Field(None, description="`active`: only pending and running tasks")
+
+
+class TaskEventsQuery(RequestModel):
+    error_codes = {"from": "invalid_offset"}
+    offset: int = Field(0, ge=0, le=MAX_OFFSET, alias="from",
+                        description="index of the first event to return (a previous answer's `next_offset`)")
+
+
+class MessagesQuery(RequestModel):
+    agent: str | None = Field(None, description="agent id or display name; default: the master")

@@ -1,0 +1,172 @@
+"""What each REST call answers (API.md); handlers build these, so `/openapi.json` shows what is sent."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from server.api.validation import ResponseModel
+
+Timestamp = str | None  # ISO 8601 in UTC, `...Z`
+
+
+class ErrorBody(ResponseModel):
+    """Every failure, with a 4xx/5xx status."""
+
+    success: Literal[False] = False
+    error: str = Field(description="what went wrong, for people")
+    code: str = Field(description="what went wrong, for programs (API.md lists the codes)")
+
+
+class Conversation(ResponseModel):
+    conversation_id: str
+    title: str
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class Agent(ResponseModel):
+    agent_id: str
+    display_name: str
+    role: str
+    kind: str = Field(description="`master` or `sub_agent`")
+    state: str = Field(description="`idle`, `running`, `waiting` or `completed`")
+    parent_id: str | None
+    pending_count: int = Field(description="messages queued for the agent")
+
+
+class ConversationDetail(Conversation):
+    success: Literal[True] = True
+    agents: list[Agent]
+
+
+class ConversationList(ResponseModel):
+    success: Literal[True] = True
+    data: list[Conversation] = Field(description="newest first")
+
+
+class Message(ResponseModel):
+    message_id: str
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    name: str | None
+    metadata: dict[str, Any]
+    agent_id: str
+    created_at: Timestamp
+
+
+class MessageList(ResponseModel):
+    success: Literal[True] = True
+    agent_id: str
+    display_name: str
+    data: list[Message] = Field(description="the agent's history, oldest first")
+
+
+class AgentList(ResponseModel):
+    success: Literal[True] = True
+    data: list[Agent]
+
+
+class RunningStatus(ResponseModel):
+    success: Literal[True] = True
+    is_main_running: bool
+    main_task_id: str | None
+    has_running_sub_agents: bool
+    has_running_background_commands: bool
+    pending_notices: int
+
+
+class SendAccepted(ResponseModel):
+    success: Literal[True] = True
+    task_id: str | None = Field(description="the task that will see the message")
+    conversation_id: str
+    agent_id: str
+    message_id: str
+    route: str | None = Field(description="`hil`, `fast_path` or `pipeline`")
+    delivery: str = Field(description="`resolved`, `injected_inline`, `triggered_new_turn` or `queued` (stored; "
+                                      "its turn starts once the database is back)")
+    target_agent: str | None
+
+
+class Task(ResponseModel):
+    task_id: str
+    status: str = Field(description="`pending`, `running`, `succeeded`, `failed` or `stopped`")
+    conversation_id: str
+    agent_id: str
+    task_type: str
+    created_at: Timestamp
+    started_at: Timestamp
+    finished_at: Timestamp
+    error: dict[str, Any] | None
+
+
+class TaskList(ResponseModel):
+    success: Literal[True] = True
+    data: list[Task] = Field(description="oldest first")
+
+
+class TaskEvent(ResponseModel):
+    idx: int
+    type: str
+    data: dict[str, Any]
+    ts: float
+
+
+class TaskDetail(Task):
+    success: Literal[True] = True
+    events: list[TaskEvent]
+    next_offset: int = Field(description="`from` of the next poll")
+
+
+class TaskStopping(ResponseModel):
+    success: Literal[True] = True
+    task_id: str
+    stopping: Literal[True] = True
+
+
+class SubAgent(Agent):
+    task: str | None
+    terminated: bool
+    created_at: Timestamp
+    status: str
+    last_task_id: str | None
+
+
+class SubAgentList(ResponseModel):
+    success: Literal[True] = True
+    data: list[SubAgent]
+
+
+class SubAgentTerminated(ResponseModel):
+    success: Literal[True] = True
+    agent_id: str
+    display_name: str
+    status: Literal["terminated"] = "terminated"
+
+
+class BackgroundCommand(ResponseModel):
+    command_id: str
+    conversation_id: str
+    agent_id: str
+    command: str
+    status: str
+    exit_code: int | None
+    output_tail: str
+    output_truncated: bool
+    error: str | None
+    created_at: Timestamp
+    finished_at: Timestamp
+
+
+class BackgroundCommandList(ResponseModel):
+    success: Literal[True] = True
+    data: list[BackgroundCommand]
+
+
+class CommandCancelling(ResponseModel):
+    success: Literal[True] = True
+    command_id: str
+    cancelling: Literal[True] = True
