@@ -21,6 +21,8 @@ from test.integration.test_notifications import MASTER, history, notices
 from test.scripted_llm import text, tool_calls
 
 ENV = {"DB_TIMEOUT_S": "2"}
+# A foreground command that runs until the test lets it end (its workspace is its working directory).
+GATED = "while [ ! -e release ]; do sleep 0.05; done; echo released"
 
 
 @pytest.fixture
@@ -40,6 +42,10 @@ def _turn_failed(server, task_id: str) -> bool:
     """The server logged that the turn hit the missing database (this code: "lost its database")."""
     log = (server.data_dir / "server.log").read_text(errors="replace")
     return f"task {task_id} lost its database" in log or f"task {task_id} crashed" in log
+
+
+def _release(server, cid: str) -> None:
+    (server.data_dir / "workspaces" / cid / "release").touch()
 
 
 def _conversation(server) -> str:
@@ -76,16 +82,16 @@ def test_cut_during_a_model_call(pg_server, llm):
 
 
 def test_cut_during_a_tool_call(pg_server, llm):
-    """The issue's case: connections cut at 0.3 s into a `sleep 1.5` command, for 2 s."""
+    """The issue's case: connections cut while a command runs, and still cut when it ends."""
     server, proxy = pg_server
-    llm.script(tool_calls(("run_command", {"command": "sleep 1.5"})), match=MASTER)
+    llm.script(tool_calls(("run_command", {"command": GATED})), match=MASTER)
     cid, ledger = _conversation(server), Ledger()
-    first = ledger.send(server, "sleep a bit", cid).json()
+    first = ledger.send(server, "run until released", cid).json()
     server.wait_event(first["task_id"], "tool_start")
-    proxy.refuse()
-    healed = proxy.heal_after(2.0)
-    assert ledger.send(server, "a message during the command", cid).status_code == 503
-    healed.join(5)
+    with proxy.down():
+        assert ledger.send(server, "a message during the command", cid).status_code == 503
+        _release(server, cid)
+        wait_until(lambda: _turn_failed(server, first["task_id"]), 20, what="the turn hitting the outage")
     snap = assert_settled(server, cid, ledger)
     assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == "failed"
     assert_answers_next(server, llm, cid, ledger)
@@ -117,14 +123,15 @@ def test_cut_while_a_completion_notice_waits_for_the_running_turn(pg_server, llm
     can take it in. The notice starts the follow-up once the database is back: delivered once."""
     server, proxy = pg_server
     llm.script(tool_calls(("run_command", {"command": "echo bg-done", "run_in_background": True}),
-                          ("run_command", {"command": "sleep 1.2"})), match=MASTER)
+                          ("run_command", {"command": GATED})), match=MASTER)
     llm.script(text("the background command is done"), match=MASTER)
     cid, ledger = _conversation(server), Ledger()
     first = ledger.send(server, "start both", cid).json()
     wait_until(lambda: [c["status"] for c in server.get(f"/api/background_commands?conversation_id={cid}")
                         .json()["data"]] == ["succeeded"], what="the background command's end")
-    proxy.refuse()
-    proxy.heal_after(2.0).join(5)
+    with proxy.down():
+        _release(server, cid)
+        wait_until(lambda: _turn_failed(server, first["task_id"]), 20, what="the turn hitting the outage")
     snap = assert_settled(server, cid, ledger)
     assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == "failed"
     wait_until(lambda: len(snap := server.get(f"/api/tasks?conversation_id={cid}").json()["data"]) == 2
