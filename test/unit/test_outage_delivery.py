@@ -1,0 +1,29 @@
+"""A message stored just before the database went away is acknowledged as `queued`, never as lost."""
+
+from __future__ import annotations
+
+from modules.multi_agent.message_router import QUEUED, MessageRouter, PendingMessage
+from modules.storage import conversations
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database, DatabaseUnavailable
+from modules.storage.users import get_or_create_user
+
+
+def test_a_message_stored_before_the_database_went_away_is_queued(tmp_path, monkeypatch):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    user = get_or_create_user(db, "alice")
+    conv, master = conversations.create_conversation(db, user.id, "outage")
+    router = MessageRouter(db)
+
+    def gone(_message):
+        raise DatabaseUnavailable("the database is unavailable: connection refused")
+
+    monkeypatch.setattr(router, "deliver", gone)
+    message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
+                                 content="hello", source_display_name="user", meta={"source": "user"})
+    routed = router.route_message(master.id, message)
+    assert routed.delivery == QUEUED and routed.task_id is None
+    assert [row.id for row in queue.list_queued(db, master.id)] == [message.id]
+    assert queue.agents_with_queued(db) == [master.id]  # what the sweep after the outage starts turns for
+    db.dispose()
