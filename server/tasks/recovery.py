@@ -74,7 +74,8 @@ class Recovery:
         rt = self._rt
         reason = (error or {}).get("message") or STOP_REASON
         notice = self._notice(task, status, reason)
-        call_reason = {STOPPED: STOP_REASON}.get(status, CRASH_REASON if error is TURN_CRASHED else RESTART_REASON)
+        crashed = (error or {}).get("code") == TURN_CRASHED["code"]
+        call_reason = STOP_REASON if status == STOPPED else CRASH_REASON if crashed else RESTART_REASON
         sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id, conversation_id=task.conversation_id,
                                  agent_id=task.agent_id)
         released = None
