@@ -239,7 +239,8 @@ class Sandbox:
         return argv
 
     def _outer(self) -> list[str]:
-        """The sandbox dies with the server (parent-death signal)."""
+        """An unsandboxed command dies with the server (parent-death signal); bwrap's `--die-with-parent`
+        does the same for itself and its sandbox."""
         return [self._setpriv, "--pdeathsig", "KILL"] if self._setpriv else []
 
     def _inner(self, command: str, workspace: Path) -> list[str]:
@@ -258,7 +259,7 @@ class Sandbox:
         if not self.active:
             return Launched(subprocess.Popen([*self._outer(), *inner], cwd=workspace, **popen))
         if not self.network:
-            return Launched(subprocess.Popen([*self._outer(), *self._bwrap_argv(workspace, []), *inner], **popen))
+            return Launched(subprocess.Popen([*self._bwrap_argv(workspace, []), *inner], **popen))
         return self._spawn_networked(inner, workspace, popen)
 
     def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict) -> Launched:
@@ -272,7 +273,7 @@ class Sandbox:
         gate = ["/bin/sh", "-c", 'printf x >&0; read -r _; exec </dev/null; exec "$@"', "sh", *inner]
         try:
             proc = subprocess.Popen(
-                [*self._outer(), *self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w)]), *gate],
+                [*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w)]), *gate],
                 pass_fds=(info_w,), **{**popen, "stdin": theirs.fileno()})
         finally:
             os.close(info_w)

@@ -41,7 +41,7 @@ def run(server, llm, command: str, *, token: str, conversation_id: str | None = 
 
 
 def sandbox_processes(marker: str) -> list[int]:
-    """Host pids whose command line holds `marker` (a number no other process uses)."""
+    """Host pids of `sleep` processes whose argument starts with `marker` (numbers no other test sleeps)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -49,7 +49,7 @@ def sandbox_processes(marker: str) -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if marker in cmdline and "bwrap" not in cmdline and "/bin/sh -c" not in cmdline:
+            if cmdline.startswith(f"sleep {marker}"):
                 pids.append(int(entry.name))
     return pids
 
