@@ -41,6 +41,14 @@ def _int(env: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+def _choice(env: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, the first when unset."""
+    raw = env.get(name, "").strip().lower()
+    if raw and raw not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw or choices[0]
+
+
 def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
     raw = env.get(name, "").strip()
     if not raw:
@@ -97,6 +105,7 @@ class Settings:
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
+    routing_stages: str = "combined"  # or "separate": query rewriting, then intent recognition
 
     @property
     def workspaces_dir(self) -> Path:
@@ -151,4 +160,5 @@ class Settings:
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
+            routing_stages=_choice(env, "ROUTING_STAGES", ("combined", "separate")),
         )
