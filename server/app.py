@@ -24,7 +24,7 @@ from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
-from server.api import background, conversations, health, tasks
+from server.api import background, conversations, health, messages, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
 from server.cluster import Membership
@@ -96,11 +96,12 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     chat = ChatService(rt)
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
-    for bp in (conversations.bp, tasks.bp, background.bp, health.bp):
+    for bp in (conversations.bp, tasks.bp, background.bp, health.bp, messages.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
     register_socket_handlers(socketio, rt, auth, chat)
+    chat.inbox.resume()
     return app, socketio
 
 
