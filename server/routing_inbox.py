@@ -130,6 +130,9 @@ class RoutingInbox:
             routed = rt.router.release(message)
         if routed is None:
             return  # another process routed it first
+        # The receiver reasons next: a message queued behind this one is judged against it, not against a
+        # routing stage that recorded itself while deciding this one.
+        rt.active_agents.set_active_agent(conv.id, target.display_name)
         outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
                    "agent_id": target.id, "target_agent": target.display_name}
         unrouted.record_delivery(rt.db, held.id, outcome)

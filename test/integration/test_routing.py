@@ -106,7 +106,8 @@ def test_separate_stages_by_configuration(make_server, llm):
     server.wait_task(first["task_id"])
     assert kinds(llm.requests) == ["QueryRewritingAgent", "IntentRecognitionAgent", "InfoAgent_1"]
     assert "查查杭州的" in seen_history[0]
-    assert llm.agent_requests[-1].body["messages"][-1]["content"] == "查查杭州的\n\n[Understood as: 杭州的差旅政策是什么]"
+    last = llm.agent_requests[-1].body["messages"][-1]["content"]
+    assert last == "查查杭州的\n\n[Understood as: 杭州的差旅政策是什么]"
 
 
 def test_active_master_resumes_without_rewriting_or_intent(server, llm):
