@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-MAX_CONTINUATION_CHARS = 40
+MAX_CONTINUATION_CHARS = 32
 _UNIT = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")
 _SEPARATORS = re.compile(r"[\s,，、;；.。!！?？~～…:：\-—/()（）\"“”]+")
 
