@@ -42,6 +42,7 @@ def test_follow_ups_go_on_with_the_active_agent(message, reply, active):
     ("submit", "Austin: meals $64 a day. Anything else?", "InfoAgent"),
     ("I want to learn Rust", "Here is the result.", "CoderAgent"),  # a new request that refers to nothing
     ("今天天气怎么样", "已预订。", "BookingAgent"),  # no tie to the booking
+    ("其实我想问下年终奖什么时候发", "好的，有需要随时叫我。", "MasterAgent"),  # "其实" holds no reference
 ])
 def test_rules_leave_the_rest_to_the_model(message, reply, active):
     assert not verdict(message, reply, active).continues
