@@ -96,14 +96,16 @@ def run_part1(combined: ServerProcess, separate: ServerProcess, llm: ScriptedLLM
     return samples
 
 
-def run_ack(server: ServerProcess, llm: ScriptedLLMServer, model: StreamingModel, n: int) -> list[float]:
-    """POST /api/tasks to n new conversations, each taking the routing request, while the model answers
-    every request after model.ttft_s: the milliseconds until each 202."""
+def run_ack(server: ServerProcess, llm: ScriptedLLMServer, model: StreamingModel, n: int,
+            conversation_id: str | None) -> list[float]:
+    """POST /api/tasks n times (to new conversations, or to one), each taking the routing request, while
+    the model answers every request after model.ttft_s: the milliseconds until each 202."""
     acks, tasks = [], []
     for i in range(n):
         model.top_up()
         t0 = time.perf_counter()
-        res = server.post("/api/tasks", {"message": f"{OPENER}（{i}）"})
+        res = server.post("/api/tasks", {"message": f"{OPENER}（{i}）",
+                                         **({"conversation_id": conversation_id} if conversation_id else {})})
         acks.append((time.perf_counter() - t0) * 1000)
         if res.status_code != 202:
             raise BenchError(f"ack: {res.status_code} {res.text}")
