@@ -2,9 +2,10 @@
 
 Every request waits `ttft_s` (time to the first token) from its receipt, then streams its
 answer two characters (about one token) at a time, `token_s` apart. The routing stages
-answer with the whole JSON or text they need before the agent can start; agents answer
-with `reply` (the labelled reply of the turn being replayed); the suggestion call offers
-`chips`.
+answer with the whole JSON or text they need before the agent can start, the rewritten
+query resolving the message against the previous request as a rewriter would; agents
+answer with `reply` (the labelled reply of the turn being replayed); the suggestion call
+offers `chips`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def last_user(body: dict) -> str:
     return content if isinstance(content, str) else ""
 
 
+def self_contained(prompt: str, message: str) -> str:
+    """What a rewriter makes of a message: the message with the request it refers to ("确认" ->
+    "确认（帮我查一下杭州的差旅政策）"), taken from the last user line of the recent conversation."""
+    history = prompt.partition("Recent conversation:")[2].rpartition("Latest message:")[0]
+    users = [line.removeprefix("user:").strip() for line in history.splitlines() if line.startswith("user:")]
+    return f"{message}（{users[-1].split(chr(10))[0][:60]}）" if users else message
+
+
 def request_kind(body: dict) -> str:
     system = _system(body)
     return next((kind for mark, kind in MARKS.items() if mark in system), "agent")
@@ -77,11 +86,11 @@ class StreamingModel:
         kind, last = request_kind(body), last_user(body)
         message = last.rpartition("Latest message:")[2].strip() or last
         if kind == "rewrite":
-            content = message
+            content = self_contained(last, message)
         elif kind == "intent":
             content = json.dumps({"agent": self.agent})
         elif kind == "route":
-            content = json.dumps({"query": message, "agent": self.agent}, ensure_ascii=False)
+            content = json.dumps({"query": self_contained(last, message), "agent": self.agent}, ensure_ascii=False)
         elif kind == "suggest":
             content = json.dumps({"questions": self.chips}, ensure_ascii=False)
         else:

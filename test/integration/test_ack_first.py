@@ -102,3 +102,12 @@ def test_a_retried_send_while_routing_returns_the_same_message(server, llm):
     server.wait_task(routed["task_id"])
     users = [m["content"].split("\n")[0] for m in history(server, first["conversation_id"]) if m["role"] == "user"]
     assert users == ["once only"]
+
+
+def test_a_message_is_only_visible_to_its_sender(make_server, llm):
+    server = make_server(env={"AUTH_TOKENS": "alice:tok-alice,bob:tok-bob"})
+    server.token = "tok-alice"
+    sent = server.send("hello")
+    assert server.get(f"/api/messages/{sent['message_id']}").json()["status"] == "routed"
+    assert server.get(f"/api/messages/{sent['message_id']}", token="tok-bob").status_code == 404
+    assert server.get("/api/messages/no-such-message").status_code == 404
