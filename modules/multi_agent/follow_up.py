@@ -4,11 +4,13 @@ Rules, no model. A message may go to the active agent without the pipeline when
 nothing in it points elsewhere (no topic-switch phrase, no domain term of another
 agent's profile outside "周边/near ..." attributes of the current subject, no new
 request without a word that refers back) and something ties it to the agent:
-it is a continuation (`continuation`), it refers back ("它", "the second one",
-"那上海呢"), it names a term of the active agent's own domain ("人均多少？" to the
-restaurant agent) or a name from its last reply, or it is a short answer to the
-question, options or proposal that reply ended with. Anything else is left to the
-model (`UNDECIDED`): a rule never guesses another agent.
+it is a continuation (`continuation`; an `action` word such as "取消" or "submit" only
+after a reply that proposed, offered or asked something, or as a chip offered after it),
+it refers back ("它", "the second one", "那上海呢"), it names a term of the active agent's
+own domain ("人均多少？" to the restaurant agent) or a name from its last reply, or it is a
+short answer to the question, options or proposal that reply ended with. An opening
+acknowledgement ("好的，那上海呢") is judged by what follows it. Anything else is left to
+the model (`UNDECIDED`): a rule never guesses another agent.
 """
 
 from __future__ import annotations
