@@ -41,6 +41,14 @@ def _int(env: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+def _choice(env: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, the first when unset."""
+    raw = env.get(name, "").strip().lower()
+    if raw and raw not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw or choices[0]
+
+
 def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
     raw = env.get(name, "").strip()
     if not raw:
@@ -52,13 +60,6 @@ def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool =
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, got {value}")
     return value
-
-
-def _choice(env: dict[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = env.get(name, "").strip().lower() or default
-    if raw not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
 
 
 def parse_auth_tokens(raw: str) -> dict[str, str]:
@@ -123,6 +124,7 @@ class Settings:
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
+    routing_stages: str = "combined"  # or "separate": query rewriting, then intent recognition
 
     @property
     def workspaces_dir(self) -> Path:
@@ -175,8 +177,8 @@ class Settings:
             notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
             peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
             db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
-            sandbox=_choice(env, "SANDBOX", base.sandbox, ("auto", "on", "off")),
-            sandbox_network=_choice(env, "SANDBOX_NETWORK", "off", ("off", "on")) == "on",
+            sandbox=_choice(env, "SANDBOX", ("auto", "on", "off")),
+            sandbox_network=_choice(env, "SANDBOX_NETWORK", ("off", "on")) == "on",
             command_memory_mb=_int(env, "COMMAND_MEMORY_MB", base.command_memory_mb),
             command_max_processes=_int(env, "COMMAND_MAX_PROCESSES", base.command_max_processes),
             command_file_mb=_int(env, "COMMAND_FILE_MB", base.command_file_mb),
@@ -186,4 +188,5 @@ class Settings:
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
+            routing_stages=_choice(env, "ROUTING_STAGES", ("combined", "separate")),
         )

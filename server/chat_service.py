@@ -1,8 +1,9 @@
 """Sending a user message: the one entry shared by `POST /api/tasks` and the socket's `send_message`.
 
-The message is committed to its receiver's queue before the sender hears back;
-the receiver's state decides whether it answers a pending question (`hil`),
-goes inline into a running turn, or starts a new one.
+The message is stored before the sender hears back and routed after (`routing_inbox`):
+the acknowledgement never waits for a model. Once routed, the receiver's state decides
+whether it answers a pending question (`hil`), goes inline into a running turn, or
+starts a new one.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.multi_agent.message_router import PendingMessage
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.errors import ApiError, not_found
+from server.routing_inbox import RoutingInbox, pending_answer
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
 
@@ -47,8 +49,8 @@ class ChatService:
     def __init__(self, rt: Runtime):
         self._rt = rt
         self._routing = UserMessageRouting(rt)
-        # Deciding a route may take model calls; sends to one conversation are routed one at a time, so
-        # a later message can never overtake an earlier one that is still in the pipeline.
+        self.inbox = RoutingInbox(rt, self._routing)
+        # Sends to one conversation are stored one at a time, in order; the inbox routes them in that order.
         self._ordering: dict[str, tuple[threading.Lock, int]] = {}
         self._ordering_guard = threading.Lock()
 
@@ -65,7 +67,7 @@ class ChatService:
             stored = self._rt.router.stored(_message_id(user_id, req.client_message_id)) \
                 if previous == client_requests.IN_PROGRESS else None
             if stored is not None:  # its first try stored it and then lost the database: deliver, never copy
-                return self._redeliver(stored, on_conversation)
+                return self._answer_stored(stored, on_conversation)
             if previous == client_requests.IN_PROGRESS:
                 raise ApiError(409, "duplicate_in_progress", "a send with this client_message_id is in progress")
             if previous is not None:
@@ -100,24 +102,33 @@ class ChatService:
         rt = self._rt
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
         if earlier is not None:
-            return self._redeliver(earlier, on_conversation)
+            return self._answer_stored(earlier, on_conversation)
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)
         rt.suggestions.cancel(conv.id)
+        if req.question_id:
+            self._routing.check_question(conv, agent_store.list_agents(rt.db, conv.id), req.question_id)
         with self._in_order(conv.id):
-            return self._route(conv, req)
+            held = self.inbox.hold(conv, req.message, req.question_id, _message_id(conv.user_id, req.client_message_id),
+                                   req.client_message_id)
+        return pending_answer(held.id, conv.id)
 
-    def _redeliver(self, message: PendingMessage,
-                   on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
-        """A retry whose first try queued the message and then died: deliver the stored message where it
-        went (its conversation, its agent), never a second copy where routing might send it today."""
+    def _answer_stored(self, message: PendingMessage,
+                       on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
+        """A retry whose first try stored the message and then died: route it if it is still held, else
+        deliver it where it went (its conversation, its agent), never a second copy where routing might
+        send it today."""
         if on_conversation is not None:
             on_conversation(message.conversation_id)
+        if self.inbox.is_held(message.id):
+            self.inbox.kick(message.conversation_id)
+            return pending_answer(message.id, message.conversation_id)
         target = agent_store.get_agent(self._rt.db, message.target_agent_id)
         routed = self._rt.router.deliver(message)
-        return {"success": True, "task_id": routed.task_id, "conversation_id": message.conversation_id,
-                "agent_id": message.target_agent_id, "message_id": message.id, "route": message.meta.get("route"),
+        return {"success": True, "status": "routed", "task_id": routed.task_id,
+                "conversation_id": message.conversation_id, "agent_id": message.target_agent_id,
+                "message_id": message.id, "route": message.meta.get("route"),
                 "delivery": routed.delivery, "target_agent": target.display_name if target else None}
 
     @contextmanager
@@ -136,27 +147,3 @@ class ChatService:
                     del self._ordering[conversation_id]
                 else:
                     self._ordering[conversation_id] = (lock, users - 1)
-
-    def _route(self, conv, req: SendMessageBody) -> dict[str, Any]:
-        rt = self._rt
-        agents = agent_store.list_agents(rt.db, conv.id)
-        decision = self._routing.decide(conv, agents, req.message, req.question_id)
-        meta: dict[str, Any] = {"source": "user", "visibility": "chat", "route": decision.route}
-        if req.client_message_id:
-            meta["client_message_id"] = req.client_message_id
-        if decision.rewritten:
-            meta["rewritten_query"] = decision.rewritten
-        target = decision.target
-        message = PendingMessage.new(
-            conversation_id=conv.id, target_agent_id=target.id,
-            type="answer" if decision.question_id else "message", content=req.message,
-            source_display_name="user", question_id=decision.question_id, meta=meta,
-            id=_message_id(conv.user_id, req.client_message_id),
-        )
-        try:
-            routed = rt.router.route_message(target.id, message)
-        except RouteError as exc:
-            raise ApiError(409, "agent_unavailable", str(exc)) from exc
-        return {"success": True, "task_id": routed.task_id, "conversation_id": conv.id, "agent_id": target.id,
-                "message_id": message.id, "route": decision.route, "delivery": routed.delivery,
-                "target_agent": target.display_name}

@@ -1,11 +1,14 @@
 """Where a user's message goes (DESIGN.md §5), decided at the top of every message, in order:
 
 1. an agent of the conversation waits in `ask_user`: the message answers it (`hil`);
-2. an active agent is recorded and the message is a continuation: straight to it (`fast_path`);
-   a business sub-agent directly, the master without rewriting and intent, intent recognition
-   re-run then dispatched, query rewriting back to the full pipeline;
-3. otherwise the full pipeline: query rewriting, intent recognition, then the master or a
-   business sub-agent (reused, or created).
+2. an active agent is recorded and the rules say the message goes on with it (`follow_up.judge`:
+   a continuation, or a follow-up tied to what that agent last said): straight to it (`fast_path`);
+   a business sub-agent directly, the master without routing stages; an active intent stage is
+   re-run on a continuation then dispatched; an active rewriting or routing stage means the full
+   pipeline;
+3. otherwise the pipeline: one combined routing request naming the active agent (rewrite and intent
+   in one answer), or with `ROUTING_STAGES=separate` query rewriting then intent recognition; then
+   the master or a business sub-agent (the active one when its role is chosen, else reused or created).
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from modules.multi_agent.follow_up import Verdict, domain_terms, judge
 from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
+from modules.multi_agent.routing_stage import ROUTER, route_in_one_request
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import messages as message_store
+from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Conversation
 from modules.sub_agent.manager import SubAgentError
 from server.errors import ApiError
@@ -32,6 +38,7 @@ class RouteDecision:
     target: Agent
     question_id: str | None = None
     rewritten: str | None = None
+    reason: str | None = None  # why the fast path was taken, or why not
 
 
 class UserMessageRouting:
@@ -56,16 +63,35 @@ class UserMessageRouting:
             raise ApiError(409, "stale_question", f"question {question_id} is not pending")
         master = next(a for a in agents if a.kind == "master")
         active = rt.active_agents.get_active_agent(conv.id)
-        if active and active != REWRITER and rt.signals.is_continuation(message):
-            if active == master.display_name:
-                return RouteDecision(FAST_PATH, master)
-            if active == INTENT:
-                return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)))
-            target = next((a for a in agents if a.display_name == active and a.kind == "sub_agent"
-                           and not a.terminated), None)
-            if target is not None:
-                return RouteDecision(FAST_PATH, target)
-        return self._pipeline(conv, agents, master, message)
+        if active == INTENT and rt.signals.is_continuation(message):
+            return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
+                                 reason="continuation")
+        target = None
+        if active and active not in (REWRITER, INTENT, ROUTER):
+            target = master if active == master.display_name else next(
+                (a for a in agents if a.display_name == active and a.kind == "sub_agent" and not a.terminated), None)
+        verdict = self.verdict(target, message) if target is not None else None
+        if target is not None and verdict.continues:
+            return RouteDecision(FAST_PATH, target, reason=verdict.reason)
+        decision = self._pipeline(conv, agents, master, message, target)
+        return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten,
+                             reason=verdict.reason if verdict else "no active agent")
+
+    def verdict(self, target: Agent, message: str) -> Verdict:
+        """The fast path's rules for `message` against what `target` (the active agent) last said."""
+        rt = self._rt
+        own, foreign = domain_terms({name: p.keywords for name, p in rt.profiles.items()}, target.role)
+        reply = message_store.last_reply(rt.db, target.id)
+        offered = task_store.offered_suggestions(rt.db, reply.task_id, reply.message_id) \
+            if reply is not None and reply.task_id else []
+        return judge(rt.signals, message, reply.text if reply else None, own, foreign, tuple(offered))
+
+    def check_question(self, conv: Conversation, agents: list[Agent], question_id: str) -> None:
+        """409 `stale_question` at once when the question a send names is not pending."""
+        open_ids = [q.question_id for q in self._open_questions(conv, agents)]
+        if question_id not in open_ids:
+            raise ApiError(409, "stale_question", f"question {question_id} is not pending"
+                           + (f"; open questions: {', '.join(open_ids)}" if open_ids else ""))
 
     def _open_questions(self, conv: Conversation, agents: list[Agent]) -> list[OpenQuestion]:
         """ask_user calls blocked in this process, then those recorded by others (their agent waiting)."""
@@ -77,13 +103,26 @@ class UserMessageRouting:
                 found[q.question_id] = q
         return sorted(found.values(), key=lambda q: q.asked_at)
 
-    def _pipeline(self, conv: Conversation, agents: list[Agent], master: Agent, message: str) -> RouteDecision:
+    def _pipeline(self, conv: Conversation, agents: list[Agent], master: Agent, message: str,
+                  active: Agent | None) -> RouteDecision:
         rt = self._rt
         history = [(m.role, m.content or "") for m in message_store.recent_chat(rt.db, conv.id)]
-        query = rewrite_query(rt.model, rt.settings.stage_model("rewrite") or None, history, message,
-                              lambda name: rt.active_agents.set_active_agent(conv.id, name))
-        role = self._intent(conv, query)
-        target = self._dispatch(conv, agents, master, role)
+
+        def record(name: str) -> None:
+            rt.active_agents.set_active_agent(conv.id, name)
+
+        if rt.settings.routing_stages == "combined":
+            named = f"{active.role} ({active.display_name})" if active is not None else None
+            route = route_in_one_request(rt.model, rt.settings.stage_model("intent") or None, rt.profiles, history,
+                                         message, named, rt.master.name, record)
+            query, role = route.query, route.agent
+        else:
+            query = rewrite_query(rt.model, rt.settings.stage_model("rewrite") or None, history, message, record)
+            role = self._intent(conv, query)
+        if active is not None and active.role == role:
+            target = active
+        else:
+            target = self._dispatch(conv, agents, master, role)
         return RouteDecision(PIPELINE, target, rewritten=query if query != message else None)
 
     def _intent(self, conv: Conversation, query: str) -> str:

@@ -131,7 +131,16 @@ class ServerProcess:
             body["conversation_id"] = conversation_id
         res = self.post("/api/tasks", body)
         assert res.status_code == 202, res.text
-        return res.json()
+        return self.routed(res.json())
+
+    def routed(self, answer: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
+        """A send's acknowledgement completed with its route, once routed (API.md: the route follows)."""
+        if answer.get("status") != "routing":
+            return answer
+        path = f"/api/messages/{answer['message_id']}"
+        found = wait_until(lambda: (m := self.get(path).json()).get("status") == "routed" and m, timeout,
+                           what=f"the route of message {answer['message_id']}")
+        return {**answer, **{k: v for k, v in found.items() if k != "success"}}
 
     def wait_event(self, task_id: str, event_type: str, timeout: float = 15) -> dict[str, Any]:
         """Poll the task's event log until it holds an event of `event_type`; returns the first one's data."""

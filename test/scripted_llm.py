@@ -104,7 +104,7 @@ def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
     return DynamicStep(build)
 
 
-STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent",
+STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent", "You are RoutingAgent",
                  "You suggest what the user may want to say next")
 
 
@@ -124,6 +124,9 @@ def stage_default(body: dict) -> TextStep:
         return text(last.rpartition("Latest message:")[2].strip() or last)
     if "IntentRecognitionAgent" in system:
         return text('{"agent": "MasterAgent"}')
+    if "RoutingAgent" in system:
+        query = last.rpartition("Latest message:")[2].strip() or last
+        return text(json.dumps({"query": query, "agent": "MasterAgent"}, ensure_ascii=False))
     return text('{"questions": []}')
 
 

@@ -30,6 +30,7 @@ class AgentProfile:
     tools: tuple[str, ...]
     kind: str = SUB_AGENT_KIND
     model: str | None = None
+    keywords: tuple[str, ...] = ()  # domain terms: a message naming another agent's term leaves the fast path
 
     def system_message(self, display_name: str) -> str:
         """Every agent's system prompt names its display name (API.md, model-facing contract)."""
@@ -71,9 +72,13 @@ def load_profiles(path: Path | None, known_tools: set[str]) -> dict[str, AgentPr
         if unknown:
             raise ProfileError(f"{where}: field `tools` names unknown tool(s) {unknown}; "
                                f"known: {sorted(known_tools)}")
+        keywords = field("keywords", required=False, kind=list) or []
+        if not all(isinstance(k, str) and k.strip() for k in keywords):
+            raise ProfileError(f"{where}: field `keywords` must be a list of non-empty strings")
         profiles[name] = AgentProfile(
             name=name, description=field("description"), system_prompt=field("system_prompt"),
             tools=tuple(tools), kind=kind, model=field("model", required=False) or None,
+            keywords=tuple(k.strip() for k in keywords),
         )
     masters = [p for p in profiles.values() if p.kind == MASTER_KIND]
     if len(masters) != 1:

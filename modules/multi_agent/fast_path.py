@@ -1,90 +1,80 @@
-"""The fast path's two halves: which agent reasoned last, and whether a message merely continues.
+"""The fast path's two halves: which agent reasoned last, and the word lists that say a message merely continues.
 
-`is_continuation` normalises the message (trim, lower-case, full-width to
-half-width, trailing punctuation and emoji stripped), vetoes it when any
-topic-switch phrase occurs in it, and accepts it when it is a continuation
-word or a short run of continuation words and separators ("好的，继续",
-"ok 确认"). Because the veto looks for phrases *inside* the message, it can
-fire on messages the continuation list would otherwise accept ("重新提交"
-is made of continuation words, yet switches topic).
+`RoutingSignals` holds the configurable lists (`ROUTING_SIGNALS`, else the built-in
+`default_routing_signals.toml`); `continuation` decides on words alone, `follow_up`
+adds what the active agent last said. A topic-switch phrase anywhere in a message
+vetoes it even when it is made of continuation words ("重新提交" is "重新" + "提交").
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from modules.config import read_toml
+from modules.multi_agent.continuation import is_continuation_text, normalise, unit_set, units
 from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SIGNALS_FILE = Path(__file__).resolve().parent / "default_routing_signals.toml"
-MAX_CONTINUATION_CHARS = 24
-_SEPARATORS = re.compile(r"[\s,，、;；.。!！?？~～…:：\-—/]+")
+OPTIONAL_LISTS = ("fillers", "action", "reference", "new_request", "attribute_prefix")
+
+__all__ = ["ActiveAgentSessionStore", "RoutingSignals", "SignalsError", "load_routing_signals", "normalise"]
 
 
 class SignalsError(ValueError):
     """A routing-signals file that cannot be used."""
 
 
-def normalise(message: str) -> str:
-    text = unicodedata.normalize("NFKC", message).strip().lower()
-    end = len(text)
-    while end and (unicodedata.category(text[end - 1])[0] in "PSZ" or text[end - 1] in "\u200d\ufe0f"):
-        end -= 1
-    return text[:end].strip()
+def _phrases(words: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n for n in (normalise(w) for w in words) if n))
 
 
 @dataclass(frozen=True)
 class RoutingSignals:
-    continuation: frozenset[str]
+    continuation: frozenset[tuple[str, ...]]  # entries as units (see continuation.units)
     topic_switch: tuple[str, ...]
     quick_action_words: tuple[str, ...]  # the continuation list as configured, in its order
-    compact_words: frozenset[str]  # the continuation words without separators ("go on" -> "goon")
+    fillers: frozenset[tuple[str, ...]] = frozenset()
+    action: frozenset[tuple[str, ...]] = frozenset()
+    reference: tuple[str, ...] = ()
+    new_request: tuple[str, ...] = ()
+    attribute_prefix: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, continuation: list[str], topic_switch: list[str]) -> RoutingSignals:
+    def of(cls, continuation: list[str], topic_switch: list[str], fillers: list[str] = (), action: list[str] = (),
+           reference: list[str] = (), new_request: list[str] = (), attribute_prefix: list[str] = ()) -> RoutingSignals:
         words = tuple(dict.fromkeys(w.strip() for w in continuation if normalise(w)))
-        normalised = frozenset(normalise(w) for w in words)
-        return cls(normalised, tuple(normalise(w) for w in topic_switch if normalise(w)), words,
-                   frozenset(_SEPARATORS.sub("", w) for w in normalised))
+        return cls(unit_set(words), _phrases(list(topic_switch)), words, unit_set(fillers) - unit_set(words),
+                   unit_set(action), _phrases(list(reference)), _phrases(list(new_request)),
+                   _phrases(list(attribute_prefix)))
 
     def is_continuation(self, message: str) -> bool:
-        text = normalise(message)
-        if not text or len(text) > MAX_CONTINUATION_CHARS:
-            return False
-        if any(phrase in text for phrase in self.topic_switch):
-            return False
-        if text in self.continuation:
-            return True
-        return self._covers(_SEPARATORS.sub("", text))
+        return is_continuation_text(normalise(message), self.continuation, self.fillers, self.topic_switch)
 
-    def _covers(self, compact: str) -> bool:
-        """Whether `compact` (separators removed) is a run of continuation words ("好的继续", "okgoahead")."""
-        reachable = [True] + [False] * len(compact)
-        for end in range(1, len(compact) + 1):
-            reachable[end] = any(reachable[start] and compact[start:end] in self.compact_words
-                                 for start in range(end))
-        return bool(compact) and reachable[-1]
+    def acts_on_a_proposal(self, message: str) -> bool:
+        """Whether the message carries an action word ("取消", "submit"): it then needs a reply that proposed."""
+        parts = units(normalise(message))
+        return any(parts[i:i + len(a)] == a for a in self.action for i in range(len(parts)))
 
     def quick_actions(self, limit: int = 40) -> list[str]:
         return list(self.quick_action_words[:limit])
 
 
 def load_routing_signals(path: Path | None) -> RoutingSignals:
+    """Read a signals file; an optional list it lacks comes from the built-in file."""
     path = path or DEFAULT_SIGNALS_FILE
     data = read_toml(path, SignalsError)
+    defaults = read_toml(DEFAULT_SIGNALS_FILE, SignalsError) if path != DEFAULT_SIGNALS_FILE else data
     lists = {}
-    for name in ("continuation", "topic_switch"):
-        words = data.get(name)
+    for name in ("continuation", "topic_switch", *OPTIONAL_LISTS):
+        words = data.get(name, defaults.get(name) if name in OPTIONAL_LISTS else None)
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise SignalsError(f"{path}: field `{name}` must be a list of strings")
         lists[name] = words
-    return RoutingSignals.of(lists["continuation"], lists["topic_switch"])
+    return RoutingSignals.of(**lists)
 
 
 class ActiveAgentSessionStore:

@@ -35,6 +35,7 @@ from modules.multi_agent import agent_state
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
+from modules.storage import unrouted
 from modules.storage.db import Database
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Agent, Message, PendingMessageRow
@@ -116,7 +117,7 @@ def history_text(msg: PendingMessage) -> str:
 
 
 def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
-    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility")}
+    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility", "routed")}
     meta.update(source=msg.source, visibility=msg.meta.get("visibility", "chat"), starts_work=starts_work,
                 message_type=msg.type, from_agent=msg.source_display_name)
     if msg.question_id:
@@ -192,12 +193,28 @@ class MessageRouter:
             self.enqueue_in(s, message)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
+        return self._deliver_stored(message)
+
+    def _deliver_stored(self, message: PendingMessage) -> RouteResult:
         try:
             return self.deliver(message)
         except (OperationalError, InterfaceError):
             # Stored all the same: the membership sweep starts the turn that reads it once the database is back.
             log.warning("message %s is stored, but the database went away before its delivery", message.id)
             return RouteResult(QUEUED)
+
+    def release(self, message: PendingMessage) -> RouteResult | None:
+        """Queue a user message held for routing (`storage.unrouted`) for the receiver it now names, then
+        deliver it as `route_message` does; None when another process released it first."""
+        with self._db.write() as s:
+            agent = s.scalars(select(Agent).where(Agent.id == message.target_agent_id)
+                              .with_for_update(read=True)).first()
+            if agent is None or agent.terminated:
+                raise RouteError(f"{agent.display_name if agent else message.target_agent_id} takes no more messages")
+            released = unrouted.release_in(s, message.id, dict(
+                target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
+                meta=message.meta))
+        return self._deliver_stored(message) if released else None
 
     def stored(self, message_id: str) -> PendingMessage | None:
         """A message already in a queue (queued or consumed), by id."""

@@ -28,7 +28,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
@@ -44,6 +44,18 @@ SQLITE_BUSY_MS = 100  # the longest C-level wait on SQLite's lock; longer waits 
 MIGRATION_LOCK_WAIT_S = 120.0
 PROBER_TIMEOUT_S = 1.5  # the health prober's patience: a busy machine must not look like an outage
 _UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout, DeadlineExceeded, sqlite3.OperationalError)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a deadline's timeout is among the exceptions that led to `exc`."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DeadlineExceeded) or type(current).__module__.startswith("eventlet"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class DatabaseUnavailable(OperationalError):
@@ -142,6 +154,13 @@ class Database:
             self.health.suspect()
             raise
         except _UNAVAILABLE as exc:
+            self.health.suspect()
+            raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
+        except DBAPIError as exc:
+            if not _interrupted(exc):
+                raise
+            # The deadline cut a driver call short (a pre-ping, say) and the driver then refused to clean up
+            # ("can't change 'autocommit' now"): that is the database not answering, not a bug.
             self.health.suspect()
             raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
 

@@ -99,3 +99,22 @@ def recent_chat(db: Database, conversation_id: str, limit: int = 12) -> list[Mes
         ))
     chat = [m for m in rows if (m.meta or {}).get("visibility", "chat") == "chat"][:limit]
     return list(reversed(chat))
+
+
+
+@dataclass(frozen=True)
+class LastReply:
+    text: str
+    message_id: str | None
+    task_id: str | None  # the turn that wrote it (its event log holds the chips offered after it)
+
+
+def last_reply(db: Database, agent_id: str) -> LastReply | None:
+    """The agent's newest assistant text: what the user is answering when the agent reasoned last."""
+    with db.read() as s:
+        row = s.execute(select(Message.content, Message.message_id, Message.meta)
+                        .where(Message.agent_id == agent_id, Message.role == "assistant", Message.content.is_not(None))
+                        .order_by(Message.seq.desc()).limit(1)).first()
+    if row is None:
+        return None
+    return LastReply(row.content, row.message_id, (row.meta or {}).get("task_id"))

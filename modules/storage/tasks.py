@@ -132,3 +132,14 @@ def still_owned(db: Database, task_id: str, owner: str) -> bool:
     with db.read() as s:
         return s.scalar(select(func.count()).select_from(Task).where(
             Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE_STATUSES))) == 1
+
+
+def offered_suggestions(db: Database, task_id: str, reply_message_id: str | None) -> list[str]:
+    """The chips a task's `suggestions` event offered after the reply `reply_message_id`."""
+    with db.read() as s:
+        rows = s.scalars(select(TaskEvent.data).where(TaskEvent.task_id == task_id, TaskEvent.type == "suggestions")
+                         .order_by(TaskEvent.idx.desc()))
+        for data in rows:
+            if isinstance(data, dict) and data.get("message_id") == reply_message_id:
+                return [q for q in data.get("questions") or [] if isinstance(q, str)]
+    return []

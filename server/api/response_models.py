@@ -81,14 +81,21 @@ class RunningStatus(ResponseModel):
 
 class SendAccepted(ResponseModel):
     success: Literal[True] = True
-    task_id: str | None = Field(description="the task that will see the message")
-    conversation_id: str
-    agent_id: str
     message_id: str
-    route: str | None = Field(description="`hil`, `fast_path` or `pipeline`")
-    delivery: str = Field(description="`resolved`, `injected_inline`, `triggered_new_turn` or `queued` (stored; "
-                                      "its turn starts once the database is back)")
-    target_agent: str | None
+    conversation_id: str
+    status: str = Field("routing", description="`routing`: stored, and its route follows as a `route` event "
+                                               "(and from GET /api/messages/<message_id>); `routed`: a retried "
+                                               "send of a message that was routed already")
+    task_id: str | None = Field(None, description="the task that will see the message, once routed")
+    agent_id: str | None = None
+    route: str | None = Field(None, description="`hil`, `fast_path` or `pipeline`, once routed")
+    delivery: str | None = Field(None, description="`resolved`, `injected_inline`, `triggered_new_turn` or `queued` "
+                                                   "(stored; its turn starts once the database is back), once routed")
+    target_agent: str | None = None
+
+
+class MessageRoute(SendAccepted):
+    """Where a sent message went (`GET /api/messages/<message_id>`)."""
 
 
 class Task(ResponseModel):

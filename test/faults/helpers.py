@@ -16,6 +16,17 @@ MASTER = match_system("You are MasterAgent")
 RECOVERY_S = 30  # every task final and every agent out of `running` within this of the fault's end
 
 
+@dataclass(frozen=True)
+class Sent:
+    """A send's answer: a 202 completed with its route (it follows the acknowledgement), or the refusal."""
+
+    status_code: int
+    body: dict[str, Any]
+
+    def json(self) -> dict[str, Any]:
+        return self.body
+
+
 @dataclass
 class Ledger:
     """The messages the server accepted (202) and those it refused (503) during a case."""
@@ -24,7 +35,7 @@ class Ledger:
     refused: list[str] = field(default_factory=list)  # contents
 
     def send(self, server: ServerProcess, message: str, conversation_id: str, *,
-             timeout: float = 10) -> requests.Response:
+             timeout: float = 10) -> Sent:
         """Send; a 202 is recorded as accepted, a 503 must say `database_unavailable`. Bounded: never a hang."""
         started = time.monotonic()
         res = requests.post(server.url + "/api/tasks", json={"message": message, "conversation_id": conversation_id},
@@ -37,7 +48,7 @@ class Ledger:
             assert res.json()["code"] == "database_unavailable", res.text
             self.refused.append(message)
         assert elapsed < timeout, f"the send took {elapsed:.1f} s"
-        return res
+        return Sent(res.status_code, server.routed(res.json()) if res.status_code == 202 else res.json())
 
 
 def wait_back(server: ServerProcess) -> None:

@@ -91,7 +91,7 @@ def test_socketio_flow_gets_the_same_events_as_the_log(server, llm):
 
     client.connect(server.url, wait_timeout=10)
     try:
-        ack = client.call("send_message", {"message": "run it over the socket"}, timeout=10)
+        ack = server.routed(client.call("send_message", {"message": "run it over the socket"}, timeout=10))
         assert ack["success"] is True and ack["task_id"]
         assert finished.wait(20), received
     finally:

@@ -10,7 +10,7 @@ from test.conftest import wait_until
 from test.integration.test_notifications import MASTER, history, master_tasks, sub
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
-REWRITE = match_system("You are QueryRewritingAgent")
+ROUTER = match_system("You are RoutingAgent")
 
 
 def _open_questions(server, cid: str) -> dict[str, str]:
@@ -57,9 +57,9 @@ def test_sends_keep_their_order_while_the_pipeline_is_slow(server, llm):
     def slow_rewrite(body):
         rewrite_started.set()
         time.sleep(0.5)
-        return text("AAA rewritten")
+        return text('{"query": "AAA rewritten", "agent": "MasterAgent"}')
 
-    llm.script(dynamic(slow_rewrite), match=REWRITE)
+    llm.script(dynamic(slow_rewrite), match=ROUTER)
     answers = {}
     a = threading.Thread(target=lambda: answers.setdefault("a", server.send("AAA first", cid)))
     a.start()

@@ -15,6 +15,7 @@ from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 REWRITE = match_system("You are QueryRewritingAgent")
 INTENT = match_system("You are IntentRecognitionAgent")
+ROUTER = match_system("You are RoutingAgent")
 SUGGEST = match_system("You suggest what the user may want to say next")
 MASTER = match_system("You are MasterAgent")
 INFO = match_system("You are InfoAgent_1 ")
@@ -28,37 +29,27 @@ def kinds(requests) -> list[str]:
 
 
 def test_pipeline_then_fast_path_to_the_specialist(server, llm):
-    llm.script(text("帮我查一下杭州的差旅政策"), match=REWRITE)
-    llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
+    llm.script(text('{"query": "帮我查一下杭州的差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
     llm.script(text("杭州：住宿每晚 500 元以内。"), match=INFO)
     first = server.send("帮我查一下杭州的差旅政策")
     assert first["route"] == "pipeline" and first["target_agent"] == "InfoAgent_1"
     assert first["delivery"] == "triggered_new_turn"
     cid = first["conversation_id"]
     assert server.wait_task(first["task_id"])["status"] == "succeeded"
-    assert kinds(llm.requests) == ["QueryRewritingAgent", "IntentRecognitionAgent", "InfoAgent_1"]
+    assert kinds(llm.requests) == ["RoutingAgent", "InfoAgent_1"]  # one routing request, not two
 
-    # a follow-up with a reference: the full pipeline again, the rewrite sees the history
-    seen_history = []
-
-    def rewrite(body):
-        seen_history.append(body["messages"][-1]["content"])
-        return text("上海的差旅政策是什么")
-
-    llm.script(dynamic(rewrite), match=REWRITE)
-    llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
-    llm.script(text("上海：住宿每晚 600 元以内。"), match=INFO)
+    # a short follow-up with content, tied to the active agent's answer: no routing request at all
+    before = len(llm.requests)
+    llm.script(text("上海：住宿每晚 600 元以内。按上海的标准帮你核对吗？"), match=INFO)
     second = server.send("那上海呢", cid)
-    assert second["route"] == "pipeline" and second["target_agent"] == "InfoAgent_1"
+    assert second["route"] == "fast_path" and second["target_agent"] == "InfoAgent_1"
     server.wait_task(second["task_id"])
-    assert "杭州" in seen_history[0] and "那上海呢" in seen_history[0]
-    info_request = llm.agent_requests[-1].body["messages"]
-    assert info_request[-1]["content"] == "那上海呢\n\n[Understood as: 上海的差旅政策是什么]"
+    assert kinds(llm.requests[before:]) == ["InfoAgent_1"]
 
-    # a continuation goes straight to the specialist: exactly one model request
+    # a continuation with a particle and a second clause, after a proposal
     before = len(llm.requests)
     llm.script(text("已确认，按上海标准执行。"), match=INFO)
-    third = server.send("确认", cid)
+    third = server.send("好的吧，就这样，谢谢", cid)
     assert third["route"] == "fast_path" and third["target_agent"] == "InfoAgent_1"
     task = server.wait_task(third["task_id"])
     assert task["status"] == "succeeded"
@@ -66,14 +57,57 @@ def test_pipeline_then_fast_path_to_the_specialist(server, llm):
     route = next(e["data"] for e in task["events"] if e["type"] == "route")
     assert route == {**route, "route": "fast_path", "target_agent": "InfoAgent_1"}
 
-    # a topic switch is vetoed even though it starts like a continuation
+    # a topic switch is vetoed even though it starts like a continuation; the one routing request
+    # names the active agent and sees the history
+    seen = []
+
+    def route_it(body):
+        seen.append(body["messages"][0]["content"] + body["messages"][-1]["content"])
+        return text('{"query": "换一个城市查差旅政策", "agent": "InfoAgent"}')
+
     before = len(llm.requests)
-    llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
+    llm.script(dynamic(route_it), match=ROUTER)
     llm.script(text("好的，换哪个城市？"), match=INFO)
     fourth = server.send("换个城市", cid)
-    assert fourth["route"] == "pipeline"
+    assert fourth["route"] == "pipeline" and fourth["target_agent"] == "InfoAgent_1"
     server.wait_task(fourth["task_id"])
-    assert kinds(llm.requests[before:]) == ["QueryRewritingAgent", "IntentRecognitionAgent", "InfoAgent_1"]
+    assert kinds(llm.requests[before:]) == ["RoutingAgent", "InfoAgent_1"]
+    assert "talking with InfoAgent (InfoAgent_1)" in seen[0] and "杭州" in seen[0] and "换个城市" in seen[0]
+    info_request = llm.agent_requests[-1].body["messages"]
+    assert info_request[-1]["content"] == "换个城市\n\n[Understood as: 换一个城市查差旅政策]"
+
+
+def test_a_term_of_another_agent_leaves_the_fast_path(server, llm):
+    llm.script(text('{"query": "杭州差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
+    llm.script(text("杭州：住宿每晚 500 元以内。需要我再查别的城市吗？"), match=INFO)
+    first = server.send("帮我查一下杭州的差旅政策")
+    server.wait_task(first["task_id"])
+    booking = match_system("You are BookingAgent_1 ")
+    llm.script(text('{"query": "预订上海的酒店", "agent": "BookingAgent"}'), match=ROUTER)
+    llm.script(text("好的，几号入住？"), match=booking)
+    sent = server.send("那帮我订上海的酒店", first["conversation_id"])  # refers back, but names a booking term
+    assert sent["route"] == "pipeline" and sent["target_agent"] == "BookingAgent_1"
+    server.wait_task(sent["task_id"])
+
+
+def test_separate_stages_by_configuration(make_server, llm):
+    server = make_server(env={"ROUTING_STAGES": "separate"})
+    seen_history = []
+
+    def rewrite(body):
+        seen_history.append(body["messages"][-1]["content"])
+        return text("杭州的差旅政策是什么")
+
+    llm.script(dynamic(rewrite), match=REWRITE)
+    llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
+    llm.script(text("杭州：住宿每晚 500 元以内。"), match=INFO)
+    first = server.send("查查杭州的")
+    assert first["route"] == "pipeline" and first["target_agent"] == "InfoAgent_1"
+    server.wait_task(first["task_id"])
+    assert kinds(llm.requests) == ["QueryRewritingAgent", "IntentRecognitionAgent", "InfoAgent_1"]
+    assert "查查杭州的" in seen_history[0]
+    last = llm.agent_requests[-1].body["messages"][-1]["content"]
+    assert last == "查查杭州的\n\n[Understood as: 杭州的差旅政策是什么]"
 
 
 def test_active_master_resumes_without_rewriting_or_intent(server, llm):
@@ -98,7 +132,7 @@ def test_malformed_intent_falls_back_to_the_master(server, llm):
 
 
 def test_a_reply_in_the_chat_box_answers_ask_user(server, llm):
-    llm.script(text('{"agent": "BookingAgent"}'), match=INTENT)
+    llm.script(text('{"query": "帮我订一张去上海的票", "agent": "BookingAgent"}'), match=ROUTER)
     booking = match_system("You are BookingAgent_1 ")
     llm.script(tool_calls(("ask_user", {"question": "哪天出发？", "options": ["今天", "明天"]})), match=booking)
     llm.script(text("好的，明天出发的票已预订。"), match=booking)
@@ -138,10 +172,12 @@ def test_ask_user_answered_over_the_socket_and_stop_closes_an_open_ask(server, l
         assert asked.wait(15)
         reply = client.call("send_message", {"conversation_id": ack["conversation_id"], "message": "README.md"},
                             timeout=15)
+        assert reply["status"] == "routing" and reply["message_id"]
+        reply = server.routed(reply)
         assert reply["route"] == "hil" and reply["delivery"] == "resolved"
     finally:
         client.disconnect()
-    task = server.wait_task(ack["task_id"])
+    task = server.wait_task(server.routed(ack)["task_id"])
     result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
     assert result["answer"] == "README.md" and result["question_id"] == questions[0]["question_id"]
 
@@ -167,7 +203,7 @@ def test_failing_session_store_degrades_to_the_pipeline(server, llm):
     sent = server.send("ok", first["conversation_id"])
     assert sent["route"] == "pipeline"
     assert server.wait_task(sent["task_id"])["status"] == "succeeded"
-    assert kinds(llm.requests[before:]) == ["QueryRewritingAgent", "IntentRecognitionAgent", "MasterAgent"]
+    assert kinds(llm.requests[before:]) == ["RoutingAgent", "MasterAgent"]
     assert "session store unreadable" in server.log_text()
 
 

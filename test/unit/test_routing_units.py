@@ -17,6 +17,10 @@ TOOLS = {"run_command", "create_sub_agent", "send_message_to_sub_agent", "answer
 @pytest.mark.parametrize("message", [
     "确认", "确认。", "  继续  ", "好的！", "ＯＫ", "OK!", "Yes.", "继续 👍", "好的，继续", "ok 确认", "好的继续",
     "修改一下", "重新来", "不对", "confirm", "go on", "再来!!", "ok go ahead", "Yes, go ahead.", "okay,  go on",
+    # particles, politeness, second clauses, abbreviations, cancellations naming what they cancel
+    "好的吧", "明白了", "明白了，谢谢", "嗯，就这样吧", "可以可以，谢谢啦", "好的，订吧", "确认一下吧", "收到，辛苦了",
+    "ok thx", "k", "kk", "Sounds good, thanks!", "yes please", "yes please book it", "cancel that booking",
+    "取消这个订单吧", "no, cancel it please", "that works for me", "lgtm", "算了，不用了",
 ])
 def test_continuations(message):
     assert SIGNALS.is_continuation(message)
@@ -24,7 +28,9 @@ def test_continuations(message):
 
 @pytest.mark.parametrize("message", [
     "换个城市", "另外一件事", "我不想要这个", "重新提交", "重新申请", "那上海呢", "帮我查一下杭州的差旅政策",
-    "ok but change the date", "yes please book it", "", "   ", "好的" * 20, "by the way, ok",
+    "ok but change the date", "", "   ", "好的" * 20, "by the way, ok",
+    "nothing", "okinawa", "了", "please", "谢谢，另外帮我订个酒店", "好的，帮我再订一张回程票",
+    "sure, and book a hotel too",
 ])
 def test_not_continuations(message):
     assert not SIGNALS.is_continuation(message)
@@ -35,6 +41,13 @@ def test_the_veto_does_real_work():
     bare = RoutingSignals.of(["重新", "提交"], [])
     assert bare.is_continuation("重新提交")
     assert not RoutingSignals.of(["重新", "提交"], ["重新提交"]).is_continuation("重新提交")
+
+
+def test_fillers_alone_never_continue_and_whole_words_only():
+    signals = RoutingSignals.of(["ok", "no"], [], fillers=["please", "吧"])
+    assert signals.is_continuation("ok please") and signals.is_continuation("no吧")
+    assert not signals.is_continuation("please") and not signals.is_continuation("吧")
+    assert not signals.is_continuation("nothing") and not signals.is_continuation("oklahoma")
 
 
 def test_normalise():
@@ -91,3 +104,21 @@ def test_bad_signals_file(tmp_path):
     path.write_text('continuation = ["ok"]\ntopic_switch = "x"\n')
     with pytest.raises(SignalsError, match="topic_switch"):
         load_routing_signals(path)
+
+
+def test_a_signals_file_without_the_optional_lists_takes_the_built_in_ones(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('continuation = ["ok", "确认"]\ntopic_switch = []\n')
+    signals = load_routing_signals(path)
+    assert signals.is_continuation("确认吧") and signals.fillers == SIGNALS.fillers
+    assert not signals.is_continuation("好的")  # the continuation list itself is the file's
+
+
+def test_profile_keywords(tmp_path):
+    profiles = load_profiles(None, TOOLS)
+    assert "酒店" in profiles["BookingAgent"].keywords and profiles["MasterAgent"].keywords == ()
+    path = tmp_path / "p.toml"
+    path.write_text('[[agent]]\nname = "A"\ndescription = "d"\nsystem_prompt = "p"\ntools = []\nkind = "master"\n'
+                    'keywords = ["x", 3]\n')
+    with pytest.raises(ProfileError, match="`keywords`"):
+        load_profiles(path, TOOLS)

@@ -1,0 +1,32 @@
+"""`/api/messages/<id>`: where a sent message went, once routed (the acknowledgement comes before the route)."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from modules.storage import pending_messages
+from modules.storage.unrouted import ROUTING
+from server.api import response_models as out
+from server.api.context import lookup_id, owned_conversation, runtime
+from server.api.endpoint import endpoint
+from server.errors import not_found
+
+bp = Blueprint("messages", __name__, url_prefix="/api/messages")
+
+ROUTE_FIELDS = ("route", "delivery", "task_id", "agent_id", "target_agent")
+
+
+@bp.get("/<message_id>")
+@endpoint({200: out.MessageRoute}, errors=(404,))
+def get_message(message_id: str, user_id: int):
+    """Where a message the caller sent went: `status` is `routing` until it is routed."""
+    mid = lookup_id(message_id)
+    row = pending_messages.get_message(runtime().db, mid) if mid else None
+    if row is None or (row.meta or {}).get("source") != "user":
+        raise not_found("message")
+    owned_conversation(row.conversation_id, user_id)
+    routed = (row.meta or {}).get("routed")
+    done = row.status != ROUTING and isinstance(routed, dict)
+    fields = {k: routed.get(k) for k in ROUTE_FIELDS} if done else {}
+    return out.MessageRoute(message_id=row.id, conversation_id=row.conversation_id,
+                            status="routed" if done else ROUTING, **fields)

@@ -1,0 +1,143 @@
+"""Acknowledge first, route after: a user's message is stored, answered, and only then routed.
+
+Routing may take a model request (one to three seconds with a real model), so the
+sender hears back as soon as the message is durable (`storage.unrouted`). One
+worker per conversation then routes its held messages strictly in the order they
+were sent, so a fast-path message never overtakes an earlier one still waiting for
+its model answer; each outcome goes to the conversation's room as a `route` event
+and is kept on the message for `GET /api/messages/<id>`. Held messages left by a
+stopped process are routed at start-up or with the conversation's next send.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.storage import agents as agent_store
+from modules.storage import conversations as conversation_store
+from modules.storage import pending_messages, unrouted
+from modules.storage.models import Conversation
+from server.errors import ApiError
+from server.runtime import Runtime
+from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
+
+log = logging.getLogger(__name__)
+
+ROUTING = unrouted.ROUTING
+
+
+def pending_answer(message_id: str, conversation_id: str) -> dict[str, Any]:
+    """The acknowledgement: stored, not routed yet; the route follows as a `route` event."""
+    return {"success": True, "message_id": message_id, "conversation_id": conversation_id, "status": ROUTING,
+            "route": None, "delivery": None, "task_id": None, "agent_id": None, "target_agent": None}
+
+
+class RoutingInbox:
+    def __init__(self, rt: Runtime, routing: UserMessageRouting):
+        self._rt = rt
+        self._routing = routing
+        self._lock = threading.Lock()
+        self._working: set[str] = set()
+        self._again: set[str] = set()
+
+    def hold(self, conv: Conversation, content: str, question_id: str | None, message_id: str | None,
+             client_message_id: str | None) -> PendingMessage:
+        """Store the message for routing (addressed to the master until routed) and start routing it."""
+        rt = self._rt
+        master = agent_store.get_master(rt.db, conv.id)
+        meta: dict[str, Any] = {"source": "user", "visibility": "chat"}
+        if client_message_id:
+            meta["client_message_id"] = client_message_id
+        message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
+                                     content=content, source_display_name="user", question_id=question_id,
+                                     meta=meta, id=message_id)
+        with rt.db.write() as s:
+            unrouted.store_in(s, message.row_values())
+        self.kick(conv.id)
+        return message
+
+    def is_held(self, message_id: str) -> bool:
+        row = pending_messages.get_message(self._rt.db, message_id)
+        return row is not None and row.status == ROUTING
+
+    def kick(self, conversation_id: str) -> None:
+        """Make sure a worker routes the conversation's held messages (one worker per conversation)."""
+        with self._lock:
+            if conversation_id in self._working:
+                self._again.add(conversation_id)
+                return
+            self._working.add(conversation_id)
+        self._rt.spawn(self._work, conversation_id)
+
+    def resume(self) -> None:
+        """At start-up: route what a stopped process had stored but not routed."""
+        for conversation_id in unrouted.conversations_with_unrouted(self._rt.db):
+            self.kick(conversation_id)
+
+    def _work(self, conversation_id: str) -> None:
+        try:
+            while True:
+                held = unrouted.unrouted(self._rt.db, conversation_id)
+                for row in held:
+                    self._route(PendingMessage.from_row(row))
+                with self._lock:
+                    if not held and conversation_id not in self._again:
+                        self._working.discard(conversation_id)
+                        return
+                    self._again.discard(conversation_id)
+        except Exception:
+            log.exception("routing the held messages of %s failed; they are routed with its next send",
+                          conversation_id)
+            with self._lock:
+                self._working.discard(conversation_id)
+                self._again.discard(conversation_id)
+
+    def _decide(self, conv: Conversation, message: PendingMessage) -> RouteDecision:
+        agents = agent_store.list_agents(self._rt.db, conv.id)
+        try:
+            return self._routing.decide(conv, agents, message.content, message.question_id)
+        except ApiError:  # the question it answered closed while the message waited: route it as a message
+            return self._routing.decide(conv, agents, message.content, None)
+
+    def _route(self, held: PendingMessage) -> None:
+        rt = self._rt
+        conv = conversation_store.get_conversation(rt.db, held.conversation_id)
+        try:
+            decision = self._decide(conv, held)
+        except Exception:
+            log.exception("routing message %s failed; the master gets it", held.id)
+            decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")
+        meta = {**held.meta, "route": decision.route}
+        if decision.rewritten:
+            meta["rewritten_query"] = decision.rewritten
+        if decision.reason:
+            meta["route_reason"] = decision.reason
+        target = decision.target
+        message = PendingMessage.new(
+            conversation_id=conv.id, target_agent_id=target.id, type="answer" if decision.question_id else "message",
+            content=held.content, source_display_name="user", question_id=decision.question_id, meta=meta,
+            id=held.id)
+        try:
+            routed = rt.router.release(message)
+        except RouteError as exc:  # its agent was terminated in between: the master takes it
+            log.warning("message %s: %s; the master gets it", held.id, exc)
+            target = agent_store.get_master(rt.db, conv.id)
+            message = PendingMessage.new(conversation_id=conv.id, target_agent_id=target.id, type="message",
+                                         content=held.content, source_display_name="user", meta=meta, id=held.id)
+            routed = rt.router.release(message)
+        if routed is None:
+            return  # another process routed it first
+        # The receiver reasons next: a message queued behind this one is judged against it, not against a
+        # routing stage that recorded itself while deciding this one.
+        rt.active_agents.set_active_agent(conv.id, target.display_name)
+        outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
+                   "agent_id": target.id, "target_agent": target.display_name}
+        unrouted.record_delivery(rt.db, held.id, outcome)
+        # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
+        # task's own events follow, and GET /api/messages/<id> has the task id.
+        rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,
+                                    "target_agent": target.display_name, "message_id": held.id,
+                                    "conversation_id": conv.id}, conv.id)

@@ -1,0 +1,77 @@
+"""The fast path's context rules (`follow_up.judge`) and the combined routing answer, without a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.agents.profiles import load_profiles
+from modules.multi_agent.fast_path import load_routing_signals
+from modules.multi_agent.follow_up import ReplyContext, domain_terms, judge
+from modules.multi_agent.routing_stage import parse_combined
+from test.unit.test_routing_units import TOOLS
+
+SIGNALS = load_routing_signals(None)
+PROFILES = load_profiles(None, TOOLS)
+KEYWORDS = {name: p.keywords for name, p in PROFILES.items()}
+
+
+def verdict(message: str, reply: str | None, active: str, offered: tuple[str, ...] = ()):
+    own, foreign = domain_terms(KEYWORDS, active)
+    return judge(SIGNALS, message, reply, own, foreign, offered)
+
+
+@pytest.mark.parametrize(("message", "reply", "active"), [
+    ("那上海呢", "杭州属二类城市：住宿每晚不超过 500 元。", "InfoAgent"),
+    ("第二个", "1. 全季 458 元/晚；2. 汉庭 320 元/晚。选哪家？", "BookingAgent"),
+    ("靠窗的", "有靠窗和过道的座位，要哪种？", "BookingAgent"),
+    ("3月12号", "几号出发？", "BookingAgent"),
+    ("the second one", "Options: 1. 8:05, 2. 9:30. Which one?", "BookingAgent"),
+    ("what about Boston?", "NYC: hotels up to $300 a night.", "InfoAgent"),
+    ("房间含早餐吗", "已预订，确认号 HZ5821。", "BookingAgent"),  # a term of its own domain
+    ("确认", "G7502 08:05，二等座 73 元。确认预订吗？", "BookingAgent"),
+    ("👍", "Done.", "CoderAgent"),
+])
+def test_follow_ups_go_on_with_the_active_agent(message, reply, active):
+    assert verdict(message, reply, active).continues
+
+
+@pytest.mark.parametrize(("message", "reply", "active"), [
+    ("那帮我订上海的酒店", "上海：住宿每晚 600 元以内。", "InfoAgent"),  # another agent's term
+    ("谢谢，另外帮我写个脚本", "不客气。", "InfoAgent"),  # topic switch phrased politely
+    ("取消", "南京属二类城市，住宿每晚不超过 500 元。", "InfoAgent"),  # an action word after a plain statement
+    ("submit", "Austin: meals $64 a day. Anything else?", "InfoAgent"),
+    ("I want to learn Rust", "Here is the result.", "CoderAgent"),  # a new request that refers to nothing
+    ("今天天气怎么样", "已预订。", "BookingAgent"),  # no tie to the booking
+    ("其实我想问下年终奖什么时候发", "好的，有需要随时叫我。", "MasterAgent"),  # "其实" holds no reference
+])
+def test_rules_leave_the_rest_to_the_model(message, reply, active):
+    assert not verdict(message, reply, active).continues
+
+
+def test_an_offered_chip_confirms_even_after_a_plain_statement():
+    assert not verdict("确认", "Here is the plan: A, then B.", "MasterAgent").continues
+    assert verdict("确认", "Here is the plan: A, then B.", "MasterAgent", offered=("确认", "换个方案")).continues
+
+
+def test_a_term_after_an_attribute_prefix_belongs_to_the_current_subject():
+    keywords = {"RestaurantAgent": ("餐馆", "人均"), "AttractionAgent": ("景点", "门票")}
+    own, foreign = domain_terms(keywords, "RestaurantAgent")
+    assert judge(SIGNALS, "这家餐馆周边有哪些景点啊？", "推荐您去讲礼驴肉馆。", own, foreign).continues
+    assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", own, foreign).continues
+
+
+def test_reply_context():
+    assert ReplyContext("确认预订吗？").asked_question and ReplyContext("确认预订吗？").invites_action
+    assert ReplyContext("1. A\n2. B").offered_options
+    assert not ReplyContext("不客气，有问题随时问我。").invites_action
+
+
+@pytest.mark.parametrize(("answer", "query", "agent"), [
+    ('{"query": "上海的差旅政策", "agent": "InfoAgent"}', "上海的差旅政策", "InfoAgent"),
+    ('```json\n{"agent": "BookingAgent"}\n```', "那上海呢", "BookingAgent"),
+    ('{"query": "x", "agent": "Nobody"}', "x", "MasterAgent"),
+    ("not json", "那上海呢", "MasterAgent"),
+])
+def test_parse_combined(answer, query, agent):
+    route = parse_combined(answer, "那上海呢", PROFILES, "MasterAgent")
+    assert (route.query, route.agent) == (query, agent)
