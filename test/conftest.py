@@ -27,6 +27,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# A launcher (see ServerProcess) whose server never runs the membership sweep after start-up: work that the
+# sweep would pick up seconds later (a safety net) must then be done by the path under test, or not at all.
+NO_SWEEP_LAUNCHER = ["-c", "import sys, run\nimport server.cluster\nserver.cluster.SWEEP_S = 1e9\n"
+                           "sys.exit(run.main(sys.argv[1:]))\n"]
+
 # Settings of the calling shell that must not leak into a server started here.
 UNINHERITED_ENV = ("HOST", "PORT", "DATABASE_URL", "AUTH_TOKENS", "REDIS_URL")
 

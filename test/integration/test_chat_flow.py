@@ -223,28 +223,6 @@ def test_cancel_closes_open_tool_calls_and_history_stays_valid(server, llm):
     assert all(json.loads(m["content"])["success"] is False for m in tool_msgs)
 
 
-def test_message_during_the_last_output_starts_one_new_turn_after_it(server, llm):
-    gate = threading.Event()
-    llm.script(text("slow answer", wait=gate))
-    llm.script(text("answer to the second"))
-    sent = server.send("first")
-    llm.wait_for_requests(1)
-    second = server.send("second", sent["conversation_id"])
-    assert second["delivery"] == "injected_inline" and second["task_id"] == sent["task_id"]
-    status = server.get(f"/api/conversations/{sent['conversation_id']}/running-status").json()
-    assert status["is_main_running"] is True and status["main_task_id"] == sent["task_id"]
-    gate.set()
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
-    reqs = llm.wait_for_requests(2)
-    follow = [t for t in server.get(f"/api/tasks?conversation_id={sent['conversation_id']}").json()["data"]
-              if t["task_id"] != sent["task_id"]]
-    assert len(follow) == 1
-    task = server.wait_task(follow[0]["task_id"])
-    assert task["status"] == "succeeded" and task["events"][0]["data"]["message"] == "second"
-    assert reqs[1].body["messages"][-1] == {"role": "user", "content": "second"}
-    assert len(llm.agent_requests) == 2
-
-
 def test_repeated_client_message_id_is_stored_once(server, llm):
     first = server.send("only once", client_message_id="abc-1")
     second = server.send("only once", client_message_id="abc-1")
