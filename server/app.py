@@ -17,7 +17,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
-from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals
+from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals, scoped_channel
 from modules.storage.db import Database
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
@@ -47,7 +47,9 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     logging.getLogger("alembic").setLevel(logging.WARNING)
     db = Database(settings.database_url)
     db.migrate()
-    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None)
+    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None,
+                        channel=scoped_channel("flask-socketio", settings.redis_url) if settings.redis_url
+                        else "flask-socketio")
     model = build_chat_model(
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -31,6 +32,19 @@ def free_port() -> int:
 # sweep would pick up seconds later (a safety net) must then be done by the path under test, or not at all.
 NO_SWEEP_LAUNCHER = ["-c", "import sys, run\nimport server.cluster\nserver.cluster.SWEEP_S = 1e9\n"
                            "sys.exit(run.main(sys.argv[1:]))\n"]
+
+# Redis databases 1-15 go round one per test that asks (`redis_url`): Redis pub/sub ignores database numbers,
+# and the servers scope their channels by it, so each test's servers hear only each other. Database 0 is left
+# to `make run`.
+# (Started at an offset by pid, so two suites run side by side seldom share one at a time.)
+_REDIS_DBS = itertools.cycle([(os.getpid() + i) % 15 + 1 for i in range(15)])
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The URL of a Redis database of this test's own."""
+    return f"redis://127.0.0.1:6379/{next(_REDIS_DBS)}"
+
 
 # Settings of the calling shell that must not leak into a server started here.
 UNINHERITED_ENV = ("HOST", "PORT", "DATABASE_URL", "AUTH_TOKENS", "REDIS_URL")
