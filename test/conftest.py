@@ -224,5 +224,29 @@ def wait_until(predicate, timeout: float = 15, what: str = "condition"):
     raise TimeoutError(f"{what} not reached in {timeout}s")
 
 
+def run_refused_start(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run `run.py` with `args` on a free port, expecting it to refuse to start: it returns as soon as the
+    process exits, and fails as soon as the port answers instead (a regressed refusal must not hang a test)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "run.py", *args, "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            with socket.socket() as probe:
+                probe.settimeout(0.2)
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    pytest.fail(f"the server started on port {port} instead of refusing to")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server neither refused nor started within {timeout} s")
+            time.sleep(0.05)
+        stdout, stderr = proc.communicate(timeout=10)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
 def event_types(task: dict[str, Any]) -> list[str]:
     return [e["type"] for e in task["events"]]
