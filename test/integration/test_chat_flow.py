@@ -201,12 +201,7 @@ def test_cancel_closes_open_tool_calls_and_history_stays_valid(server, llm):
     sent = server.send("long job")
     cid = sent["conversation_id"]
     llm.wait_for_requests(1)
-    # wait until the command is running, then cancel
-    server_events = []
-    for _ in range(500):
-        server_events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-        if any(e["type"] == "tool_start" for e in server_events):
-            break
+    server.wait_event(sent["task_id"], "tool_start")  # the command is running: cancel it
     res = server.post(f"/api/tasks/{sent['task_id']}/cancel")
     assert res.status_code == 200, res.text
     task = server.wait_task(sent["task_id"])
@@ -277,10 +272,7 @@ def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_
 def test_sigkill_mid_task_is_recovered_with_a_valid_history(server, llm):
     llm.script(tool_calls(("run_command", {"command": "sleep 30"})))
     sent = server.send("start something long")
-    for _ in range(500):
-        events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-        if any(e["type"] == "tool_start" for e in events):
-            break
+    server.wait_event(sent["task_id"], "tool_start")
     server.kill()
     server.start()
     task = server.wait_task(sent["task_id"])
