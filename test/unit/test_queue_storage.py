@@ -99,7 +99,8 @@ def test_answers_taken_by_an_ask_after_the_last_write_go_back(team):
     with db.write() as s:
         assert queue.requeue_answers_taken_after_in(s, master.id, since) == 1
     assert _ids(queue.list_queued(db, master.id)) == [ids[1], ids[3]]
-    assert queue.get_message(db, ids[1]).consumed_at is None
+    back = queue.get_message(db, ids[1])
+    assert (back.consumed_by, back.consumed_at) == (None, None)
     assert queue.get_message(db, ids[4]).status == queue.CONSUMED
 
 
@@ -108,9 +109,11 @@ def test_discard_consumes_only_that_agents_queue(team):
     ids = _queue(db, _values(conv, sub, "a"), _values(conv, sub, "b"), _values(conv, master, "m"))
     with db.write() as s:
         queue.take_in(s, ids[0], consumed_by="ask:q")
+    before = now()
     with db.write() as s:
         assert queue.discard_in(s, sub.id, "terminated: " + "y" * 80) == 1
-    assert queue.get_message(db, ids[1]).consumed_by == ("terminated: " + "y" * 80)[:64]
+    discarded = queue.get_message(db, ids[1])
+    assert discarded.consumed_by == ("terminated: " + "y" * 80)[:64] and discarded.consumed_at >= before
     assert queue.get_message(db, ids[0]).consumed_by == "ask:q"
     assert _ids(queue.list_queued(db, master.id)) == [ids[2]]
     assert not queue.has_queued(db, sub.id) and queue.has_queued(db, master.id)
@@ -128,17 +131,19 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
                  _values(conv, master, "a", type_="answer", question_id="q_1"))
     with db.write() as s:
         queue.take_in(s, ids[4], consumed_by="t")
+    other, other_master = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
+    _queue(db, _values(other, other_master, "elsewhere", type_="notice", source="background_command"))
     assert _ids(queue.list_queued(db, master.id)) == [ids[0], ids[2], ids[3], ids[6]]
     assert _ids(queue.queued_notices(db, conv.id, "background_command")) == [ids[0]]
     assert _ids(queue.queued_notices(db, conv.id, "sub_agent")) == [ids[2]]
     assert queue.queued_counts(db, conv.id) == {master.id: 4, sub.id: 2}
-    assert sorted(queue.agents_with_queued(db)) == sorted([master.id, sub.id])
+    assert sorted(queue.agents_with_queued(db)) == sorted([master.id, sub.id, other_master.id])
     assert queue.find_question(db, "q_1").id == ids[5]  # the ask, not the answer that carries its id
     assert queue.find_question(db, "q_2") is None
     assert queue.get_message(db, ids[1]).content == "s1" and queue.get_message(db, "nope") is None
     with db.write() as s:
         queue.drain_in(s, master.id, "t2")
     assert queue.has_queued(db, sub.id) and not queue.has_queued(db, master.id)
-    assert queue.agents_with_queued(db) == [sub.id]
+    assert sorted(queue.agents_with_queued(db)) == sorted([sub.id, other_master.id])
     assert queue.queued_counts(db, conv.id) == {sub.id: 2}
     assert queue.queued_notices(db, conv.id, "background_command") == []
