@@ -86,12 +86,10 @@ def team(tmp_path):
     profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
     manager = SubAgentManager(db, profiles)
     sub = manager.create_sub_agent(master, "InfoAgent", "task")
-    spawned: list[threading.Thread] = []
+    spawned: list[tuple] = []  # the settle timers, run by the test when it chooses (no race with the clock)
 
     def spawn(fn, *args):
-        thread = threading.Thread(target=fn, args=args, daemon=True)
-        spawned.append(thread)
-        thread.start()
+        spawned.append((fn, args))
 
     router = MessageRouter(db, spawn=spawn, settle_s=0.05, max_settle_s=0.5)
     woken, peers = [], []
@@ -150,8 +148,9 @@ def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team):
         with db.write() as s:
             router.enqueue_in(s, notice)
         assert router.deliver(notice) == RouteResult(TRIGGERED_NEW_TURN, None)
-    assert len(spawned) == 1, "one settle timer per wave"
-    spawned[0].join(10)
+    assert len(spawned) == 1 and woken == [], "one settle timer per wave, and no wake before it fires"
+    fn, args = spawned[0]
+    fn(*args)
     assert woken == [master.id]
     # A new wave gets a timer of its own; the last completion of all wakes at once.
     router.more_completions_expected = lambda agent_id: False
@@ -166,8 +165,11 @@ def test_the_settle_window_ends_at_its_maximum_even_while_notices_keep_coming(te
     router._settle_s, router._max_settle_s = 60.0, 0.2
     router.more_completions_expected = lambda agent_id: True
     router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
-    spawned[0].join(30)  # well before the 60 s quiet time
-    assert not spawned[0].is_alive() and woken == [master.id]
+    fn, args = spawned[0]
+    timer = threading.Thread(target=fn, args=args, daemon=True)
+    timer.start()
+    timer.join(30)  # well before the 60 s quiet time
+    assert not timer.is_alive() and woken == [master.id]
 
 
 def test_blocked_user_asks_are_listed_oldest_first_and_a_peer_signal_looks_for_their_answer(team):
