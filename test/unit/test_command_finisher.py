@@ -134,16 +134,17 @@ def test_a_finish_already_recorded_is_not_recorded_again(team):
 def test_a_command_past_its_timeout_ends_timed_out_and_says_so(team, tmp_path):
     db, conv, master, _, manager, delivered = team
     started = time.monotonic()
-    command_id = manager.start(conv.id, master.id, "MasterAgent", "echo begun; sleep 30", tmp_path / "ws", 0.5)
+    # 3 s: long enough for `echo` to have run on any machine, far below the `sleep 30` it cuts short.
+    command_id = manager.start(conv.id, master.id, "MasterAgent", "echo begun; sleep 30", tmp_path / "ws", 3)
     deadline = time.monotonic() + 20
     while manager.get(command_id).status == "running":
         assert time.monotonic() < deadline, "the timed-out command never finished"
         time.sleep(0.02)
-    assert time.monotonic() - started < 15, "the timeout did not stop `sleep 30`"
+    assert time.monotonic() - started < 25, "the timeout did not stop `sleep 30`"
     cmd = manager.get(command_id)
-    assert cmd.status == "timed_out" and cmd.error == "timed out after 0.5 s"
+    assert cmd.status == "timed_out" and cmd.error == "timed out after 3 s"
     (notice,) = queue.list_queued(db, master.id)
     assert notice.meta["status"] == "timed_out"
     assert notice.content.startswith(f"[Background command {command_id[:8]} timed_out")
-    assert "timed out after 0.5 s" in notice.content and "begun" in notice.content
+    assert "timed out after 3 s" in notice.content and "begun" in notice.content
     assert [n.meta["command_id"] for n in delivered] == [command_id]
