@@ -113,7 +113,8 @@ def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm,
     # is as wide as the design allows (500 ms), so the wave needs only to end within it.
     server = make_server(env={"NOTICE_SETTLE_MS": "500"})
     go = tmp_path / "go"
-    calls = [("run_command", {"command": f"while [ ! -e {go} ]; do sleep 0.01; done; echo job-{i}",
+    calls = [("run_command", {"command": f"for t in $(seq 6000); do [ -e {go} ] && break; sleep 0.01; done; "
+                                         f"echo job-{i}",
                               "run_in_background": True, "timeout": 60}) for i in range(20)]
     llm.script(tool_calls(*calls), match=MASTER)
     llm.script(text("Twenty jobs started."), match=MASTER)

@@ -87,8 +87,9 @@ def test_a_receiver_terminated_while_routing_answers_agent_unavailable_and_frees
 def test_a_continuation_after_the_intent_stage_reasoned_last_reruns_only_intent(server, llm, tmp_path):
     go = tmp_path / "go"
     # The master is busy in a command (no model call) while two more messages arrive.
-    llm.script(tool_calls(("run_command", {"command": f"while [ ! -e {go} ]; do sleep 0.05; done; echo released",
-                                           "timeout": 60})), match=MASTER)
+    # (Bounded on its own too: a failed test must not leave it polling after its server is gone.)
+    wait_for_go = f"for i in $(seq 1200); do [ -e {go} ] && break; sleep 0.05; done; echo released"
+    llm.script(tool_calls(("run_command", {"command": wait_for_go, "timeout": 60})), match=MASTER)
     llm.script(text("Both handled."), match=MASTER)
     first = server.send("start the long job")
     cid = first["conversation_id"]
