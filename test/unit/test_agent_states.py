@@ -96,3 +96,37 @@ def test_retries_end_when_the_move_is_no_longer_allowed_or_after_five(states, mo
     calls.clear()
     assert states.transition(master.id, agent_state.WAITING, force=True) is None
     assert len(calls) == 5
+
+
+def test_inside_a_transaction_a_disallowed_move_needs_force_too_and_the_row_records_when(states):
+    db, states, master, _ = states
+    before = _row(db, master.id).updated_at
+    with db.write() as s:
+        assert states.transition_in(s, master.id, agent_state.WAITING) is None
+    with db.write() as s:
+        assert states.transition_in(s, master.id, agent_state.RUNNING) is not None
+    assert _row(db, master.id).updated_at > before  # recovery judges orphans by it
+    with db.write() as s, pytest.raises(ValueError, match="unknown agent state 'asleep'"):
+        states.transition_in(s, master.id, "asleep")
+
+
+def test_the_update_is_a_compare_and_set_on_the_version_it_read(states, monkeypatch):
+    """Another writer bumps the version between this transition's read and its update: it must lose."""
+    from sqlalchemy.orm import Session
+
+    db, states, master, heard = states
+    execute = Session.execute
+
+    def bump_first(session, statement, *args, **kwargs):
+        if getattr(statement, "is_update", False) and not getattr(session, "_bumped", False):
+            session._bumped = True
+            session.connection().exec_driver_sql("UPDATE agents SET version = version + 1 WHERE id = ?",
+                                                 (master.id,))
+        return execute(session, statement, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "execute", bump_first)
+    with db.write() as s:
+        assert states.transition_in(s, master.id, agent_state.RUNNING) is None
+    monkeypatch.undo()
+    row = _row(db, master.id)
+    assert (row.state, row.version) == ("idle", 1)

@@ -36,8 +36,12 @@ def _queue(db, conv, agent, texts):
 def test_a_drain_returns_the_whole_queue_in_arrival_order_once(agent):
     db, conv, master = agent
     ids = _queue(db, conv, master, [f"m{i}" for i in range(6)])
+    before = now()
     with db.write() as s:
         assert [r.id for r in queue.drain_in(s, master.id, "task-1")] == ids
+    drained = queue.get_message(db, ids[0])
+    assert drained.status == queue.CONSUMED and drained.consumed_at >= before
+    assert drained.consumed_by.startswith("task-1:")
     with db.write() as s:
         assert queue.drain_in(s, master.id, "task-2") == []
     assert queue.list_queued(db, master.id) == []
