@@ -98,3 +98,11 @@ def test_a_failing_store_reads_as_no_active_agent_and_is_logged(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert messages == ["session store unreadable, taking the full pipeline: store down",
                         "could not record the active agent InfoAgent_1: store down"]
+
+
+def test_trailing_emoji_joiners_and_variation_selectors_are_stripped_too():
+    from modules.multi_agent.fast_path import normalise
+
+    assert normalise("ok\ufe0f") == "ok"  # a lone variation selector (category Mn)
+    assert normalise("继续 \u2764\ufe0f") == "继续"
+    assert normalise("好的 👨\u200d💻") == "好的"  # a joined emoji sequence
