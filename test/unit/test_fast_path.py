@@ -13,6 +13,7 @@ from modules.multi_agent.fast_path import (
     RoutingSignals,
     SignalsError,
     load_routing_signals,
+    normalise,
 )
 from modules.storage.db import Database
 from modules.storage.session_store import SessionStore
@@ -101,8 +102,6 @@ def test_a_failing_store_reads_as_no_active_agent_and_is_logged(caplog):
 
 
 def test_trailing_emoji_joiners_and_variation_selectors_are_stripped_too():
-    from modules.multi_agent.fast_path import normalise
-
     assert normalise("ok\ufe0f") == "ok"  # a lone variation selector (category Mn)
     assert normalise("继续 \u2764\ufe0f") == "继续"
     assert normalise("好的 👨\u200d💻") == "好的"  # a joined emoji sequence
