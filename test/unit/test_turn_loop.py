@@ -6,6 +6,7 @@ after the last allowed round), the iteration limit, stops, and a task taken over
 from __future__ import annotations
 
 import json
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -40,7 +41,7 @@ class Model:
         self.replies, self.during, self.requests = list(replies), during or {}, []
 
     def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
-        self.requests.append({"messages": messages, "tools": tools, "model": model})
+        self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
         if hook := self.during.get(len(self.requests) - 1):
             hook()
         reply = self.replies.pop(0)
@@ -53,16 +54,17 @@ class Model:
 
 class Tools:
     def __init__(self, during=None):
-        self.ran, self.during = [], during or {}
+        self.ran, self.during, self.contexts = [], during or {}, []
 
     def definitions(self, names):
         return [{"type": "function", "function": {"name": n}} for n in names]
 
     def execute(self, name, arguments, ctx, allowed=None):
         self.ran.append((name, arguments, tuple(allowed or ())))
+        self.contexts.append(ctx)
         if hook := self.during.get(len(self.ran) - 1):
             hook()
-        return {"success": True, "ran": name}
+        return {"success": True, "ran": name} if name != "ask_user" else {"success": True, "ran": name, "said": "好的"}
 
 
 class Sender:
@@ -93,7 +95,7 @@ def flow(tmp_path):
     active = []
     rt = SimpleNamespace(db=db, router=MessageRouter(db), membership=SimpleNamespace(process_id="me"),
                          settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"), services=None,
-                         active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append(name)),
+                         active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws", tools=Tools(), model=Model())
     turn = ChatTurn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
@@ -127,11 +129,12 @@ def test_a_reply_without_calls_ends_the_turn_streamed_and_stored(flow):
     assert request["messages"][1:] == [{"role": "user", "content": "hello"}]
     assert request["model"] == "the-model"
     assert [t["function"]["name"] for t in request["tools"]] == list(PROFILES["MasterAgent"].tools)
-    assert f.active == ["MasterAgent"]
+    assert f.active == [(f.conv.id, "MasterAgent")] and request["stopped"] is False
     assert f.sender.types() == ["user_message", "ai_message_start", *["text_chunk"] * 6, "text_end"]
     chunks = "".join(d["content"] for t, d in f.sender.events if t == "text_chunk")
     start, end = f.sender.events[1][1], f.sender.events[-1][1]
     assert chunks == end["content"] == "Hi there, friend." and start["message_id"] == end["message_id"]
+    assert {d["message_id"] for t, d in f.sender.events if t == "text_chunk"} == {start["message_id"]}
     assert start["display_name"] == "MasterAgent"
     assert history(f) == [("user", "hello"), ("assistant", "Hi there, friend.")]
     stored = message_store.list_messages(f.db, f.master.id)[-1]
@@ -146,7 +149,7 @@ def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_bloc
     assert [(n, json.loads(a)["n"]) for n, a, _ in f.rt.tools.ran] == [("run_command", 0), ("ask_user", 1)]
     assert all(allowed == tuple(PROFILES["MasterAgent"].tools) for _, _, allowed in f.rt.tools.ran)
     assert history(f) == [("assistant", ["run_command", "ask_user"]), ("tool", '{"success": true, "ran": '
-                          '"run_command"}'), ("tool", '{"success": true, "ran": "ask_user"}'),
+                          '"run_command"}'), ("tool", '{"success": true, "ran": "ask_user", "said": "好的"}'),
                           ("user", "arrived meanwhile"), ("assistant", "done")]
     second = f.rt.model.requests[1]["messages"]
     assert [m["role"] for m in second[1:]] == ["assistant", "tool", "tool", "user"]
@@ -157,7 +160,18 @@ def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_bloc
     assert f.sender.events[2][1] == {"tool_call_id": "c0-run_command", "name": "run_command",
                                      "arguments": '{"n": 0}'}
     assert json.loads(f.sender.events[3][1]["result"]) == {"success": True, "ran": "run_command"}
+    assert f.sender.events[3][1]["tool_call_id"] == "c0-run_command" and f.sender.events[3][1]["name"] == "run_command"
+    assert f.sender.events[5][1]["result"] == '{"success": true, "ran": "ask_user", "said": "好的"}'  # not \\u escaped
     assert f.sender.events[6][1]["starts_work"] is False and f.sender.events[6][1]["message"] == "arrived meanwhile"
+    ctx = f.rt.tools.contexts[0]
+    assert (ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, ctx.task_id) == (
+        f.conv.id, f.master.id, "MasterAgent", f.turn.task_id)
+    assert ctx.workspace == f.rt.workspace(f.conv.id) and ctx.settings is f.rt.settings
+    assert ctx.services is f.rt.services and ctx.emit == f.sender.emit and ctx.should_stop() is False
+    f.turn.stop_event.set()
+    assert ctx.should_stop() is True
+    assert [m.name for m in message_store.list_messages(f.db, f.master.id) if m.role == "tool"] == [
+        "run_command", "ask_user"]
 
 
 def test_the_limit_fails_the_turn_and_the_last_round_leaves_the_queue_for_the_next_turn(flow):
@@ -173,10 +187,13 @@ def test_the_limit_fails_the_turn_and_the_last_round_leaves_the_queue_for_the_ne
     assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["last round"]
 
 
-def test_a_model_error_fails_the_turn_with_its_code(flow):
+def test_a_model_error_fails_the_turn_with_its_code_and_is_logged(flow, caplog):
     f = flow
     f.rt.model = Model(calls("run_command"), ModelError("rate_limited", "slow down", retryable=True))
-    assert run(f) == TurnOutcome(FAILED, {"code": "rate_limited", "message": "slow down"})
+    with caplog.at_level(logging.WARNING, logger="server.chat_flow_task_main"):
+        assert run(f) == TurnOutcome(FAILED, {"code": "rate_limited", "message": "slow down"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model call failed for task {f.turn.task_id}: rate_limited slow down"]
     assert f.sender.types()[-1] == "ai_message_start"
 
 
