@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from modules.agents.profiles import load_profiles
-from modules.multi_agent import agent_state
+from modules.multi_agent import agent_state, message_router
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import (
     INJECTED_INLINE,
@@ -208,3 +208,79 @@ def test_consuming_the_queue_appends_it_to_the_history_once(team):
         started = router.drain_to_history_in(s, master.id, conv.id, "task-3", last_starts_work=True)
     assert [(m.content, m.meta["starts_work"]) for m in started] == [("a", False), ("b", True)]
     assert router.stored(started[0].message_id).content == "a" and router.stored("nope") is None
+
+
+class FakeClock:
+    """The router's `time` during a settle test: sleeping advances it, and notices scheduled for a moment
+    are delivered when it passes (no race with the machine's clock)."""
+
+    def __init__(self):
+        self.now, self.due, self.naps = 0.0, [], 0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.naps += 1
+        assert self.naps < 1000, "the settle loop spins"
+        until = self.now + seconds
+        while self.due and self.due[0][0] <= until + 1e-9:
+            self.now, arrive = self.due.pop(0)
+            arrive()
+        self.now = until
+
+
+def _settle_run(team, monkeypatch, arrivals, settle_s=0.05, max_settle_s=0.5):
+    """Deliver a notice at 0 and at each of `arrivals` (seconds); the time the agent was woken."""
+    db, conv, master, _, router, _, _, _, spawned = team
+    clock = FakeClock()
+    monkeypatch.setattr(message_router, "time", clock)
+    router._settle_s, router._max_settle_s = settle_s, max_settle_s
+    router.more_completions_expected = lambda agent_id: True
+    woke_at = []
+    router.wake = lambda agent_id: woke_at.append(clock.now)
+    notice = lambda: router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))  # noqa: E731
+    notice()
+    clock.due = [(t, notice) for t in arrivals]
+    fn, args = spawned[0]
+    fn(*args)
+    assert len(spawned) == 1
+    return woke_at
+
+
+def test_the_settle_window_waits_until_no_notice_came_for_settle_s(team, monkeypatch):
+    assert _settle_run(team, monkeypatch, [0.03, 0.06]) == [pytest.approx(0.11)]
+
+
+def test_the_settle_window_ends_at_its_maximum_while_notices_keep_coming(team, monkeypatch):
+    arrivals = [0.04 * i for i in range(1, 30)]
+    assert _settle_run(team, monkeypatch, arrivals) == [pytest.approx(0.5)]
+
+
+def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
+    db, conv, master, _, router, _, _, _, _ = team
+    waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
+    answer = to(conv, master, "answer", "late")
+    with db.write() as s:
+        router.enqueue_in(s, answer)
+    taken = router.take(answer.id, "someone")
+    assert (taken.id, taken.content, taken.type) == (answer.id, "late", "answer")
+    assert router.deliver(answer).delivery != "resolved" and waiter.answer is None
+    router.end_ask(waiter)
+    with pytest.raises(ValueError, match="message target does not match"):
+        router.route_message(master.id, to(conv, team[3]))
+
+
+def test_a_blocked_ask_finds_an_answer_another_process_queued_by_its_rescan(team):
+    db, conv, master, _, _, _, _, _, _ = team
+    router = MessageRouter(db, rescan_s=0.05)
+    waiter = router.begin_ask(master.id, "q_8", None, from_user=True)
+    answer = to(conv, master, "answer", "from the other process")
+    got = []
+    thread = threading.Thread(target=lambda: got.append(router.wait_for_answer(waiter, 60, lambda: False)))
+    thread.start()
+    with db.write() as s:  # queued without `deliver` here: only the rescan can find it
+        router.enqueue_in(s, answer)
+    thread.join(30)
+    assert not thread.is_alive(), "the rescan never found the answer"
+    assert got[0].id == answer.id and queue.get_message(db, answer.id).consumed_by == "ask:q_8"
