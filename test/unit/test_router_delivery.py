@@ -260,11 +260,13 @@ def test_the_settle_window_ends_at_its_maximum_while_notices_keep_coming(team, m
 def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
     db, conv, master, _, router, _, _, _, _ = team
     waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
-    answer = to(conv, master, "answer", "late")
+    answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="late",
+                                source_display_name="InfoAgent_1", source_agent_id=team[3].id, question_id="q_7",
+                                meta={"source": "agent_message", "visibility": "compact"})
     with db.write() as s:
         router.enqueue_in(s, answer)
     taken = router.take(answer.id, "someone")
-    assert (taken.id, taken.content, taken.type) == (answer.id, "late", "answer")
+    assert taken == answer  # every field read back as it was queued
     assert router.deliver(answer).delivery != "resolved" and waiter.answer is None
     router.end_ask(waiter)
     with pytest.raises(ValueError, match="message target does not match"):
