@@ -286,3 +286,22 @@ def test_a_blocked_ask_finds_an_answer_another_process_queued_by_its_rescan(team
     thread.join(30)
     assert not thread.is_alive(), "the rescan never found the answer"
     assert got[0].id == answer.id and queue.get_message(db, answer.id).consumed_by == "ask:q_8"
+
+
+def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_settling_wakes_at_once(team):
+    db, conv, master, _, router, _, woken, _, spawned = team
+    waiter = router.begin_ask(master.id, "q_5", None, from_user=True)
+    answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
+                                source_display_name="user", question_id="q_5", meta={"source": "user"})
+    assert router.route_message(master.id, answer) == RouteResult("resolved", f"running-{master.id}")
+    router.end_ask(waiter)
+    asked_about = []
+    router.more_completions_expected = lambda agent_id: asked_about.append(agent_id) or True
+    router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
+    assert asked_about == [master.id] and len(spawned) == 1
+    router._settle_s = 0.0  # NOTICE_SETTLE_MS=0: no settle window at all
+    assert router.deliver(to(conv, master, "notice", "[cmd]", "background_command")) == RouteResult(
+        TRIGGERED_NEW_TURN, f"task-of-{master.id}")
+    assert len(spawned) == 1 and woken == [master.id]
+    with pytest.raises(ValueError, match="unknown message type 'shout'"):
+        to(conv, master, "shout")
