@@ -3,6 +3,7 @@ agent's commands, the queries the API and the turn's end flags read, and what a 
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -11,7 +12,7 @@ import pytest
 from modules.background_command_manager import BackgroundCommandManager, Finish, build_command_notice_text
 from modules.multi_agent.message_router import MessageRouter
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
-from modules.storage import conversations
+from modules.storage import conversations, processes
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
@@ -68,6 +69,10 @@ def _start_waiting(manager, conv, agent, ws, marker):
 def test_a_cancel_here_stops_the_command_and_its_notice_says_cancelled(cmds):
     db, conv, master, _, _, manager, peers, delivered, ws = cmds
     command_id = _start_waiting(manager, conv, master, ws, "started-1")
+    cmd = manager.get(command_id)
+    assert (cmd.conversation_id, cmd.agent_id, cmd.owner, cmd.status, cmd.output_truncated, cmd.timeout_s) == (
+        conv.id, master.id, "proc-1", "running", False, 120)
+    assert cmd.command == "echo started-1; sleep 60" and cmd.pid
     assert manager.has_running(conv.id) and manager.has_running(agent_id=master.id)
     assert manager.cancel(command_id) is True
     _wait(lambda: manager.get(command_id).status != "running", "the cancel")
@@ -95,11 +100,16 @@ def test_a_cancel_for_a_command_of_another_process_is_flagged_and_signalled(cmds
 def test_a_flag_written_by_another_process_cancels_the_command_here(cmds):
     db, conv, master, _, _, manager, _, _, ws = cmds
     flagged = _start_waiting(manager, conv, master, ws, "flagged")
-    left = _start_waiting(manager, conv, master, ws, "left-alone")
+    left = manager.start(conv.id, master.id, "MasterAgent", "echo left-alone; sleep 1; echo still-here; sleep 60",
+                         ws, 120)
+    _wait(lambda: "left-alone" in manager.output_tail(manager.get(left)), "left-alone running")
     with db.write() as s:
         s.get(BackgroundCommand, flagged).cancel_requested = True
     manager.apply_cancel_requests()
     _wait(lambda: manager.get(flagged).status == "cancelled", "the flagged command cancelled")
+    # The unflagged one lives on: it gets to print its second line (a cancel would have cut it within 0.1 s).
+    _wait(lambda: "still-here" in manager.output_tail(manager.get(left)) or manager.get(left).status != "running",
+          "left-alone's second line")
     assert manager.get(left).status == "running"
     assert manager.cancel(left)
     _wait(lambda: not manager.has_running(conv.id), "all ended")
@@ -160,3 +170,40 @@ def test_one_failed_delivery_does_not_keep_the_other_agents_asleep(cmds):
     manager._finish([Finish(f"c-{master.id}", "succeeded", 0, "", False, None, now()),
                      Finish(f"c-{other_master.id}", "succeeded", 0, "", False, None, now())])
     assert sorted(calls) == sorted([master.id, other_master.id])
+
+
+def test_a_failing_command_ends_failed_with_its_exit_code(cmds):
+    db, conv, master, _, _, manager, _, _, ws = cmds
+    command_id = manager.start(conv.id, master.id, "MasterAgent", "echo oops; exit 3", ws, 60)
+    _wait(lambda: manager.get(command_id).status != "running", "the command's end")
+    cmd = manager.get(command_id)
+    assert (cmd.status, cmd.exit_code, cmd.error) == ("failed", 3, None)
+    assert manager.output_tail(cmd) == "oops\n" == cmd.output_tail
+
+
+def test_commands_of_a_gone_process_are_killed_on_this_host_and_reported_lost(cmds, tmp_path):
+    db, conv, master, _, _, manager, _, delivered, _ = cmds
+    procs = {}
+    for name, owner in (("here", "gone-here"), ("there", "gone-there"), ("alive", "alive-proc")):
+        log = tmp_path / f"{name}.log"
+        log.write_text(f"output of {name}\n")
+        procs[name] = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        with db.write() as s:
+            s.add(BackgroundCommand(id=name, conversation_id=conv.id, agent_id=master.id, command="sleep 60",
+                                    status="running", output_truncated=False, timeout_s=60, log_path=str(log),
+                                    owner=owner, pid=procs[name].pid, created_at=now()))
+    try:
+        assert manager.recover_lost({"gone-here": processes.HOST, "gone-there": "another-host/pidns:1"}) == 2
+        procs["here"].wait(20)  # killed: ours to kill
+        assert procs["there"].poll() is None and procs["alive"].poll() is None  # another host's pid: not ours
+        for name in ("here", "there"):
+            cmd = manager.get(name)
+            assert (cmd.status, cmd.exit_code) == ("lost", None)
+            assert cmd.error == "the server process running it stopped; its result is lost"
+            assert cmd.output_tail == f"output of {name}\n" and cmd.finished_at is not None
+        assert manager.get("alive").status == "running"
+        assert sorted(n.meta["command_id"] for n in queue.list_queued(db, master.id)) == ["here", "there"]
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait(10)
