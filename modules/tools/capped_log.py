@@ -46,9 +46,9 @@ class CappedLog:
             self._fh.write(head)
             self._head_left -= len(head)
             self._head_len += len(head)
+            self._fh.flush()  # a running command's output is read from the file (API, notices of the lost)
             if not data:
                 return
-            self._fh.flush()
         self._tail += data
         excess = len(self._tail) - self._tail_max
         if excess > 0:

@@ -42,3 +42,11 @@ def test_a_log_past_its_cap_keeps_its_head_and_its_latest_tail(tmp_path):
     assert head == data[:500] and tail == data[-500:]
     assert marker == b"\n[... 69000 bytes of output dropped ...]\n"
     assert log.dropped == 69_000
+
+
+def test_what_a_running_command_printed_is_on_disk_at_once(tmp_path):
+    path = tmp_path / "out.log"
+    log = CappedLog(path, max_bytes=1000)
+    log.write(b"started\n")
+    assert path.read_bytes() == b"started\n"  # the API reads a running command's output from its log
+    log.close()
