@@ -26,6 +26,15 @@ KINDS = (QUEUED, STOP, CANCEL_COMMAND)
 Handler = Callable[[str], None]
 
 
+def scoped_channel(base: str, redis_url: str) -> str:
+    """Redis pub/sub ignores database numbers; a channel named after the URL's database keeps the servers of
+    one database (one deployment, or one test) from hearing another's. Database 0 keeps the plain name."""
+    from redis.connection import parse_url  # imported here: a single process runs without redis
+
+    db = int(parse_url(redis_url).get("db") or 0)
+    return base if db == 0 else f"{base}:db{db}"
+
+
 class PeerSignals:
     """One process alone: nothing to tell, nothing to hear."""
 
@@ -53,10 +62,12 @@ class PeerSignals:
 class RedisPeerSignals(PeerSignals):
     """Signals through one Redis channel; a process ignores its own."""
 
-    def __init__(self, url: str, process_id: str, *, retry_s: float = 1.0, timeout_s: float = 2.0) -> None:
+    def __init__(self, url: str, process_id: str, *, retry_s: float = 1.0, timeout_s: float = 2.0,
+                 channel: str | None = None) -> None:
         import redis  # imported here: a single process runs without it
 
         super().__init__()
+        self.channel = channel or scoped_channel(CHANNEL, url)
         # Publishing happens inside sends and stops: a Redis that does not answer costs at most timeout_s.
         self._redis = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         # The listener waits for messages without a read timeout; pings find a dead connection.
@@ -68,7 +79,7 @@ class RedisPeerSignals(PeerSignals):
     def publish(self, kind: str, key: str) -> None:
         super().publish(kind, key)
         try:
-            self._redis.publish(CHANNEL, json.dumps({"from": self._process_id, "kind": kind, "key": key}))
+            self._redis.publish(self.channel, json.dumps({"from": self._process_id, "kind": kind, "key": key}))
         except Exception as exc:  # the peers' poll picks it up instead
             log.warning("could not publish peer signal %s %s: %s", kind, key, exc)
 
@@ -79,7 +90,7 @@ class RedisPeerSignals(PeerSignals):
         while True:
             pubsub = self._listener.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(CHANNEL)
+                pubsub.subscribe(self.channel)
                 while True:
                     raw = pubsub.get_message(timeout=1.0)
                     if raw is not None:

@@ -17,7 +17,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
-from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals
+from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals, scoped_channel
 from modules.storage.db import Database
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
@@ -51,7 +51,9 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     logging.getLogger("alembic").setLevel(logging.WARNING)
     db = Database(settings.database_url, timeout_s=settings.db_timeout_s)
     db.migrate()
-    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None, serializer=TolerantPacket)
+    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None, serializer=TolerantPacket,
+                        channel=scoped_channel("flask-socketio", settings.redis_url) if settings.redis_url
+                        else "flask-socketio")
     model = build_chat_model(
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,

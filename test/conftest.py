@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -25,6 +26,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# A launcher (see ServerProcess) whose server never runs the membership sweep after start-up: work that the
+# sweep would pick up seconds later (a safety net) must then be done by the path under test, or not at all.
+NO_SWEEP_LAUNCHER = ["-c", "import sys, run\nimport server.cluster\nserver.cluster.SWEEP_S = 1e9\n"
+                           "sys.exit(run.main(sys.argv[1:]))\n"]
+
+# Redis databases 1-15 go round one per test that asks (`redis_url`): Redis pub/sub ignores database numbers,
+# and the servers scope their channels by it, so each test's servers hear only each other. Database 0 is left
+# to `make run`.
+# (Started at an offset by pid, so two suites run side by side seldom share one at a time.)
+_REDIS_DBS = itertools.cycle([(os.getpid() + i) % 15 + 1 for i in range(15)])
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The URL of a Redis database of this test's own."""
+    return f"redis://127.0.0.1:6379/{next(_REDIS_DBS)}"
 
 
 # Settings of the calling shell that must not leak into a server started here.
@@ -212,6 +231,30 @@ def wait_until(predicate, timeout: float = 15, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise TimeoutError(f"{what} not reached in {timeout}s")
+
+
+def run_refused_start(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run `run.py` with `args` on a free port, expecting it to refuse to start: it returns as soon as the
+    process exits, and fails as soon as the port answers instead (a regressed refusal must not hang a test)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "run.py", *args, "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            with socket.socket() as probe:
+                probe.settimeout(0.2)
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    pytest.fail(f"the server started on port {port} instead of refusing to")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server neither refused nor started within {timeout} s")
+            time.sleep(0.05)
+        stdout, stderr = proc.communicate(timeout=10)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
 
 
 def event_types(task: dict[str, Any]) -> list[str]:

@@ -6,6 +6,8 @@ otherwise they go to a temporary directory.
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import threading
 
 from playwright.sync_api import expect
@@ -83,5 +85,16 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
         "InfoAgent_1 confirms the packaging layout is fine."
     )
     expect(page.get_by_test_id("stop-button")).to_have_count(0)
-    for name in ("chat-desktop", "team-panel", "phone-chat", "phone-conversations", "phone-team"):
-        assert (out / f"{name}.png").stat().st_size > 10_000
+    sizes = {"chat-desktop": DESKTOP_SHOT, "team-panel": DESKTOP_SHOT, "phone-chat": PHONE,
+             "phone-conversations": PHONE, "phone-team": PHONE}
+    images = {name: (out / f"{name}.png").read_bytes() for name in sizes}
+    for name, viewport in sizes.items():
+        assert _png_size(images[name]) == (viewport["width"], viewport["height"]), name
+    # Five different screens: a blank or stuck page would give identical images.
+    assert len({hashlib.sha256(data).digest() for data in images.values()}) == len(images)
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+    return struct.unpack(">II", data[16:24])

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 
 import pytest
 import requests
 import socketio
 
-from test.conftest import ROOT, event_types
+from test.conftest import ROOT, event_types, run_refused_start
 from test.scripted_llm import text, tool_calls
 
 TOKENS = "alice:tok-alice,bob:tok-bob"
@@ -47,6 +46,13 @@ def test_tokens_and_ownership(auth_server, llm):
     res = auth_server.post("/api/tasks", {"message": "intrude", "conversation_id": cid}, token="tok-bob")
     assert res.status_code == 404
     assert auth_server.get("/api/conversations", token="tok-bob").json()["data"] == []
+    # ...and nothing of Bob's reached Alice's conversation: no message, no task, nothing queued, no new title.
+    messages = auth_server.get(f"/api/conversations/{cid}/messages").json()["data"]
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "private"), ("assistant", "hi alice")]
+    assert [t["task_id"] for t in auth_server.get(f"/api/tasks?conversation_id={cid}").json()["data"]] == [tid]
+    assert [a["pending_count"] for a in auth_server.get(f"/api/conversations/{cid}/agents").json()["data"]] == [0]
+    assert auth_server.get(f"/api/tasks/{tid}").json()["status"] == "succeeded"
+    assert auth_server.get(f"/api/conversations/{cid}").json()["title"] == "private"
 
     # sockets need the token too
     with pytest.raises(socketio.exceptions.ConnectionError):
@@ -144,20 +150,20 @@ def test_demo_model_answers_and_runs_a_command_without_a_key(make_server, llm):
     final = [e for e in task["events"] if e["type"] == "text_end"][-1]["data"]["content"]
     assert "demo-works" in final
     assert llm.agent_requests == []
+
+
+def test_the_built_ui_is_served_at_the_root(server):
+    if not (ROOT / "frontend" / "dist" / "index.html").is_file():  # as the browser suite does
+        if os.environ.get("CI"):
+            pytest.fail("frontend/dist is missing: build the UI with `make frontend`", pytrace=False)
+        pytest.skip("frontend/dist is missing: build the UI with `make frontend`")
     page = server.get("/")
     assert page.status_code == 200 and 'id="app"' in page.text
 
 
 def test_refuses_a_public_host_without_tokens(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(tmp_path)}
-    res = subprocess.run(
-        [sys.executable, "run.py", "--host", "0.0.0.0", "--port", "1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    res = run_refused_start(["--host", "0.0.0.0"], env)
     assert res.returncode == 2
     assert "AUTH_TOKENS" in res.stderr and "0.0.0.0" in res.stderr
 

@@ -13,13 +13,11 @@ from test.db_urls import fresh_database
 from test.integration.test_notifications import MASTER, master_tasks
 from test.scripted_llm import text, tool_calls
 
-REDIS = "redis://127.0.0.1:6379/0"
 
-
-def test_two_processes_share_conversations(make_server, llm, tmp_path):
+def test_two_processes_share_conversations(make_server, llm, tmp_path, redis_url):
     with fresh_database("postgresql", tmp_path) as url:
-        a = make_server(database_url=url, env={"REDIS_URL": REDIS})
-        b = make_server(database_url=url, env={"REDIS_URL": REDIS})
+        a = make_server(database_url=url, env={"REDIS_URL": redis_url})
+        b = make_server(database_url=url, env={"REDIS_URL": redis_url})
 
         # a socket client of B sees the events of a task that A runs (Socket.IO over Redis)
         hold = threading.Event()
@@ -77,10 +75,11 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path):
         never.set()
 
 
-def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(make_server, llm, tmp_path):
+def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(make_server, llm, tmp_path,
+                                                                                redis_url):
     with fresh_database("postgresql", tmp_path) as url:
-        a = make_server(database_url=url, env={"REDIS_URL": REDIS})
-        b = make_server(database_url=url, env={"REDIS_URL": REDIS})
+        a = make_server(database_url=url, env={"REDIS_URL": redis_url})
+        b = make_server(database_url=url, env={"REDIS_URL": redis_url})
         hold = threading.Event()
         llm.script(text("late words from the stalled process", wait=hold), match=MASTER)
         sent = a.send("first")
@@ -104,10 +103,10 @@ def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(
 
 
 def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_waiting_for_a_poll(
-        make_server, llm, tmp_path):
+        make_server, llm, tmp_path, redis_url):
     """With the database polls an hour apart, only the Redis signal can bring B's answer and B's stop to A."""
     with fresh_database("postgresql", tmp_path) as url:
-        env = {"REDIS_URL": REDIS, "PEER_POLL_S": "3600"}
+        env = {"REDIS_URL": redis_url, "PEER_POLL_S": "3600"}
         a = make_server(database_url=url, env=env)
         b = make_server(database_url=url, env=env)
 
@@ -132,7 +131,8 @@ def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_w
         _cancel_a_background_command_of_a_through_b(a, b, llm, cid)
 
 
-def test_a_cancel_through_another_process_reaches_the_owner_by_its_database_poll(make_server, llm, tmp_path):
+def test_a_cancel_through_another_process_reaches_the_owner_by_its_database_poll(make_server, llm, tmp_path,
+                                                                                  redis_url):
     """No Redis: the cancel flag in the database is all the owner gets, and it is enough."""
     with fresh_database("postgresql", tmp_path) as url:
         env = {"PEER_POLL_S": "0.5"}

@@ -108,14 +108,23 @@ def test_completion_during_a_tool_round_arrives_inline(server, llm):
     assert cmds[0]["status"] == "succeeded" and cmds[0]["exit_code"] == 0 and "quick-bg" in cmds[0]["output_tail"]
 
 
-def test_twenty_commands_finishing_together_cost_one_follow_up(server, llm):
-    calls = [("run_command", {"command": f"sleep 0.6; echo job-{i}", "run_in_background": True}) for i in range(20)]
+def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm, tmp_path):
+    # The wave ends when the test says so, not after a sleep that a busy machine may stretch; the settle window
+    # is as wide as the design allows (500 ms), so the wave needs only to end within it.
+    server = make_server(env={"NOTICE_SETTLE_MS": "500"})
+    go = tmp_path / "go"
+    calls = [("run_command", {"command": f"for t in $(seq 6000); do [ -e {go} ] && break; sleep 0.01; done; "
+                                         f"echo job-{i}",
+                              "run_in_background": True, "timeout": 60}) for i in range(20)]
     llm.script(tool_calls(*calls), match=MASTER)
     llm.script(text("Twenty jobs started."), match=MASTER)
     llm.script(text("All twenty finished."), match=MASTER)
     sent = server.send("start twenty jobs")
     cid = sent["conversation_id"]
     assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    wait_until(lambda: all(c["status"] == "running" for c in server.get(
+        f"/api/background_commands?conversation_id={cid}").json()["data"]), what="twenty commands running")
+    go.touch()
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the follow-up")
     follow = server.wait_task(tasks[1]["task_id"])
     assert follow["status"] == "succeeded"
@@ -186,10 +195,12 @@ def test_sub_agent_is_woken_by_its_own_background_command(server, llm):
                             any(x["role"] == "assistant" and x["content"] == "Build finished: built." for x in m) and m,
                             what="coder woken by its command")
     assert len(notices(coder_msgs)) == 1 and "built" in notices(coder_msgs)[0]["content"]
-    tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 3 and t, what="master notices")
-    follow = [server.wait_task(t["task_id"]) for t in tasks[1:]]
+    # Both of the coder's turns reach the master, as one follow-up each or inline into the first, as timing has it.
+    wait_until(lambda: len(notices(history(server, cid))) == 2 and not server.get(
+        f"/api/conversations/{cid}/running-status").json()["is_main_running"], what="master notices")
+    follow = [server.wait_task(t["task_id"]) for t in master_tasks(server, cid)[1:]]
     texts = [e["data"]["message"] for f in follow for e in f["events"] if e["type"] == "user_message"]
-    assert any("Build started" in t for t in texts) and any("Build finished" in t for t in texts)
+    assert "Build started" in texts[0] and "Build finished" in texts[1] and len(texts) == 2
 
 
 def test_blocking_sub_agent_returns_its_answer_as_the_tool_result(server, llm):
@@ -220,6 +231,9 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
         t.start()
     for t in threads:
         t.join(15)
+    assert sorted(a["message_id"] for a in answers) == sorted({a["message_id"] for a in answers})
+    assert len(answers) == 5 and all(a["target_agent"] == "MasterAgent" for a in answers)
+    assert all(a["delivery"] in ("injected_inline", "triggered_new_turn") for a in answers), answers
     wait_until(lambda: len(notices(history(server, cid))) == 5 and
                not server.get(f"/api/conversations/{cid}/running-status").json()["is_main_running"],
                what="everything delivered")
@@ -230,6 +244,13 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
     users = [m["content"] for m in history(server, cid) if m["role"] == "user"]
     assert sorted(u for u in users if u.startswith("user ")) == [f"user {i}" for i in range(5)]
     assert len(users) == 1 + 5 + 5  # first message, five user messages, five notices, each once
+    # Each answer named a task that exists and saw the message (or whose end-of-turn follow-up did).
+    task_ids = [t["task_id"] for t in tasks]
+    for answer in answers:
+        assert answer["task_id"] in task_ids, answer
+        seen_by = task_ids[task_ids.index(answer["task_id"]):task_ids.index(answer["task_id"]) + 2]
+        assert any(e["type"] == "user_message" and e["data"]["message_id"] == answer["message_id"]
+                   for t in tasks if t["task_id"] in seen_by for e in t["events"]), answer
 
 
 def test_a_blocking_sub_agent_that_asks_its_master_does_not_deadlock(make_server, llm):

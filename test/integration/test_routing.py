@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import threading
 
 import socketio
 
-from test.conftest import ROOT, wait_until
+from test.conftest import run_refused_start, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 REWRITE = match_system("You are QueryRewritingAgent")
@@ -254,8 +252,6 @@ def test_a_bad_profile_file_stops_start_up_naming_file_and_field(tmp_path):
     bad = tmp_path / "profiles.toml"
     bad.write_text('[[agent]]\nname = "MasterAgent"\nkind = "master"\ndescription = "x"\n'
                    'system_prompt = "y"\ntools = ["run_command", "fly_to_the_moon"]\n')
-    res = subprocess.run([sys.executable, "run.py", "--port", "1"], cwd=ROOT, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "DATA_DIR": str(tmp_path), "AGENT_PROFILES": str(bad)},
-                         timeout=60)
+    res = run_refused_start([], {"PATH": "/usr/bin:/bin", "DATA_DIR": str(tmp_path), "AGENT_PROFILES": str(bad)})
     assert res.returncode == 2
     assert str(bad) in res.stderr and "`tools`" in res.stderr and "fly_to_the_moon" in res.stderr

@@ -111,13 +111,17 @@ def test_summarises_a_failed_command_and_keeps_the_markdown_fence_intact():
     assert "````\n```\nls: cannot access 'nope'\n````" in reply.content
 
 
-@pytest.mark.parametrize("content", ["plain text, not JSON", None, 42, [{"type": "text", "text": "parts"}], "[1, 2]"])
-def test_tool_result_that_is_not_a_json_object_is_summarised(content):
-    reply, _ = ask(command_result(content))
+@pytest.mark.parametrize(("content", "shown"), [
+    ("plain text, not JSON", "plain text, not JSON"), (None, "(nothing)"), (42, "42"),
+    ([{"type": "text", "text": "parts"}], "parts"), ("[1, 2]", "[1, 2]"),
+])
+def test_tool_result_that_is_not_a_json_object_is_shown_as_it_came(content, shown):
+    reply, chunks = ask(command_result(content))
 
     assert reply.finish_reason == "stop"
     assert reply.tool_calls == []
-    assert reply.content
+    assert reply.content == f"`run_command` returned:\n\n```\n{shown}\n```\n"
+    assert "".join(chunks) == reply.content
 
 
 def test_long_output_is_clipped():
@@ -158,29 +162,39 @@ def test_should_stop_drops_the_tool_call():
     assert (reply.content, reply.tool_calls, reply.finish_reason) == ("", [], "stopped")
 
 
+NOTHING_TO_ANSWER = "I could not find a message to answer."
+
+
 @pytest.mark.parametrize(
-    "messages",
+    ("messages", "expected"),
     [
-        [],
-        None,
-        [None, 5, "x"],
-        [{"role": "user"}],
-        [{"role": "user", "content": None}],
-        [{"role": "user", "content": {"odd": True}}],
-        [{"role": "user", "content": [{"type": "text", "text": "run `ls`"}, "junk", None]}],
-        [{"role": "assistant", "content": "hi", "tool_calls": "nonsense"}],
-        [{"role": "tool", "tool_call_id": None, "content": None}],
-        [
-            {"role": "assistant", "tool_calls": [None, {"id": "c", "function": "x"}]},
-            {"role": "tool", "tool_call_id": "c"},
-        ],
+        ([], NOTHING_TO_ANSWER),
+        (None, NOTHING_TO_ANSWER),
+        ([None, 5, "x"], NOTHING_TO_ANSWER),
+        ([{"role": "user"}], NOTHING_TO_ANSWER),
+        ([{"role": "user", "content": None}], NOTHING_TO_ANSWER),
+        ([{"role": "user", "content": {"odd": True}}], 'You said: "{"odd": true}".'),
+        ([{"role": "user", "content": [{"type": "text", "text": "run `ls`"}, "junk", None]}], "Running `ls`..."),
+        ([{"role": "assistant", "content": "hi", "tool_calls": "nonsense"}], NOTHING_TO_ANSWER),
+        ([{"role": "tool", "tool_call_id": None, "content": None}], "The tool returned:"),
+        (
+            [
+                {"role": "assistant", "tool_calls": [None, {"id": "c", "function": "x"}]},
+                {"role": "tool", "tool_call_id": "c"},
+            ],
+            "The tool returned:",
+        ),
     ],
 )
-def test_never_raises_on_odd_input(messages):
+def test_odd_input_gets_the_answer_its_readable_part_asks_for(messages, expected):
     reply, chunks = ask(messages, tools=[None, "x", {"function": None}, *TOOLS])
 
     assert isinstance(reply, ModelReply)
-    assert reply.content
+    assert expected in reply.content
+    if expected == "Running `ls`...":
+        assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [("run_command", {"command": "ls"})]
+    else:
+        assert reply.tool_calls == [] and reply.finish_reason == "stop"
     assert "".join(chunks) == reply.content
 
 

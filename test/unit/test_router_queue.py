@@ -305,10 +305,9 @@ def test_answer_arriving_while_the_waiter_registers_resolves_it(db):
     # the answer lands between begin_ask and wait_for_answer
     answer = team.message(team.master, asker, "Berlin", "answer", question_id="q_000000000002")
     assert team.router.route_message(asker.id, answer).delivery == RESOLVED
-    started = time.monotonic()
-    got = team.router.wait_for_answer(waiter, 5, lambda: False)
+    # Already resolved: the wait hands it over even when told to stop at once.
+    got = team.router.wait_for_answer(waiter, 30, lambda: True)
     assert got is not None and got.content == "Berlin"
-    assert time.monotonic() - started < 1
     assert team.router.consume_pending_messages(asker.id, team.conv.id, "inline") == []
 
 
@@ -368,13 +367,13 @@ def test_ask_times_out_and_a_stop_ends_the_wait(db):
     waiter = team.router.begin_ask(asker.id, "q_0000000000aa", team.master.id)
     started = time.monotonic()
     assert team.router.wait_for_answer(waiter, 0.3, lambda: False) is None
-    assert 0.25 <= time.monotonic() - started < 2
+    assert 0.25 <= time.monotonic() - started < 15  # it waited, and ended (bound: any busy machine)
     stop = threading.Event()
     waiter = team.router.begin_ask(asker.id, "q_0000000000bb", team.master.id)
     threading.Timer(0.2, stop.set).start()
     started = time.monotonic()
-    assert team.router.wait_for_answer(waiter, 30, stop.is_set) is None
-    assert time.monotonic() - started < 2
+    assert team.router.wait_for_answer(waiter, 60, stop.is_set) is None
+    assert time.monotonic() - started < 30, "the stop did not end the wait; the timeout did"
     # a late answer is not lost: it stays queued for the asker's next model call
     late = team.message(team.master, asker, "late", "answer", question_id="q_0000000000bb")
     team.states.transition(asker.id, agent_state.RUNNING)

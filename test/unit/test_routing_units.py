@@ -36,11 +36,21 @@ def test_not_continuations(message):
     assert not SIGNALS.is_continuation(message)
 
 
+@pytest.mark.parametrize("message", ["好的，重新提交", "确认，另外一件事", "好的 by the way", "继续换个"])
+def test_a_topic_switch_phrase_inside_a_continuation_vetoes_it(message):
+    """The veto looks for phrases inside the message, not for the whole message: each of these is made of
+    continuation words (or starts like a continuation) and still switches topic."""
+    assert not SIGNALS.is_continuation(message)
+
+
 def test_the_veto_does_real_work():
     # "重新提交" is made only of continuation words ("重新" + "提交"), so without the veto it would pass
     bare = RoutingSignals.of(["重新", "提交"], [])
     assert bare.is_continuation("重新提交")
     assert not RoutingSignals.of(["重新", "提交"], ["重新提交"]).is_continuation("重新提交")
+    assert bare.is_continuation("好的，重新提交") is False  # "好的" is no word of this list
+    assert RoutingSignals.of(["好的", "重新", "提交"], []).is_continuation("好的，重新提交")
+    assert not RoutingSignals.of(["好的", "重新", "提交"], ["重新提交"]).is_continuation("好的，重新提交")
 
 
 def test_fillers_alone_never_continue_and_whole_words_only():

@@ -1,0 +1,82 @@
+"""Draining a queue on SQLite catches what only PostgreSQL used to: a drain that loses its `status` check
+consumes a message twice, one that loses its `order_by(seq)` reorders the queue (see conftest)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.orm import Session
+
+from modules.storage import conversations
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database
+from modules.storage.records import new_id, now
+from modules.storage.users import get_or_create_user
+
+
+@pytest.fixture
+def agent(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+    yield db, conv, master
+    db.dispose()
+
+
+def _queue(db, conv, agent, texts):
+    ids = []
+    with db.write() as s:
+        for text in texts:
+            ids.append(new_id())
+            queue.enqueue_in(s, dict(id=ids[-1], conversation_id=conv.id, target_agent_id=agent.id,
+                                     source_agent_id=None, source_display_name="user", type="message",
+                                     content=text, question_id=None, meta={"source": "user"}, created_at=now()))
+    return ids
+
+
+def test_a_drain_returns_the_whole_queue_in_arrival_order_once(agent):
+    db, conv, master = agent
+    ids = _queue(db, conv, master, [f"m{i}" for i in range(6)])
+    before = now()
+    with db.write() as s:
+        assert [r.id for r in queue.drain_in(s, master.id, "task-1")] == ids
+    drained = queue.get_message(db, ids[0])
+    assert drained.status == queue.CONSUMED and drained.consumed_at >= before
+    assert drained.consumed_by.startswith("task-1:")
+    with db.write() as s:
+        assert queue.drain_in(s, master.id, "task-2") == []
+    assert queue.list_queued(db, master.id) == []
+
+
+def test_a_message_taken_between_the_drains_look_and_its_claim_is_not_drained_too(agent, monkeypatch):
+    """A blocked ask takes one message (compare-and-set) right after a drainer listed the queue: the drain's
+    claim must skip it, or the message is consumed twice (once as the answer, once into the history)."""
+    db, conv, master = agent
+    ids = _queue(db, conv, master, ["a", "answer", "c"])
+    scalars = Session.scalars
+
+    def listed_then_taken(session, statement, *args, **kwargs):
+        if getattr(session, "_taken", False):
+            return scalars(session, statement, *args, **kwargs)
+        session._taken = True
+        listed = list(scalars(session, statement, *args, **kwargs))
+        assert queue.take_in(session, ids[1], consumed_by="ask:q1") is not None
+        return iter(listed)
+
+    monkeypatch.setattr(Session, "scalars", listed_then_taken)
+    with db.write() as s:
+        drained = [r.id for r in queue.drain_in(s, master.id, "task-1")]
+    monkeypatch.undo()
+    assert drained == [ids[0], ids[2]]
+    assert queue.get_message(db, ids[1]).consumed_by == "ask:q1"
+
+
+def test_requeued_messages_keep_their_place(agent):
+    db, conv, master = agent
+    ids = _queue(db, conv, master, ["a", "b", "c"])
+    with db.write() as s:
+        queue.take_in(s, ids[1], consumed_by="ask:q")
+    with db.write() as s:
+        assert queue.requeue_in(s, ids[1], consumed_by="ask:q")
+    assert [r.id for r in queue.list_queued(db, master.id)] == ids
+    with db.write() as s:
+        assert [r.id for r in queue.drain_in(s, master.id, "t")] == ids

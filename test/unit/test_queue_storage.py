@@ -1,0 +1,149 @@
+"""The queue functions one by one, on SQLite with unordered selects reversed (see conftest): each message is
+taken once, put back only by its taker, in its place, and every listing filters by agent, status and order."""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.agents.profiles import load_profiles
+from modules.storage import conversations
+from modules.storage import pending_messages as queue
+from modules.storage.db import Database
+from modules.storage.records import new_id, now
+from modules.storage.users import get_or_create_user
+from modules.sub_agent.manager import SubAgentManager
+from modules.tools.agent_tools import AGENT_TOOLS
+from modules.tools.run_command import RUN_COMMAND
+
+LONG_TAKER = "ask:" + "x" * 96  # longer than the 64-character column: stored and matched cut to 64
+
+
+@pytest.fixture
+def team(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+    profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
+    sub = SubAgentManager(db, profiles).create_sub_agent(master, "InfoAgent", "task")
+    yield db, conv, master, sub
+    db.dispose()
+
+
+def _values(conv, agent, content, *, type_="message", source="user", question_id=None, id_=None):
+    return dict(id=id_ or new_id(), conversation_id=conv.id, target_agent_id=agent.id, source_agent_id=None,
+                source_display_name="x", type=type_, content=content, question_id=question_id,
+                meta={"source": source}, created_at=now())
+
+
+def _queue(db, *values) -> list[str]:
+    with db.write() as s:
+        return queue.enqueue_many_in(s, list(values))
+
+
+def _ids(rows):
+    return [r.id for r in rows]
+
+
+def test_enqueue_stores_each_id_once_in_list_order(team):
+    db, conv, master, _ = team
+    a, b = _values(conv, master, "a"), _values(conv, master, "b")
+    assert _queue(db, a, b, dict(a)) == [a["id"], b["id"]]
+    assert _queue(db, b) == []
+    with db.write() as s:
+        assert queue.enqueue_in(s, _values(conv, master, "c", id_="c")) is True
+        assert queue.enqueue_in(s, _values(conv, master, "c again", id_="c")) is False
+    assert [r.content for r in queue.list_queued(db, master.id)] == ["a", "b", "c"]
+    assert _queue(db) == []
+
+
+def test_take_consumes_once_and_records_who_and_when(team):
+    db, conv, master, _ = team
+    [mid] = _queue(db, _values(conv, master, "answer"))
+    before = now()
+    with db.write() as s:
+        taken = queue.take_in(s, mid, consumed_by=LONG_TAKER)
+        assert taken is not None and taken.id == mid
+    with db.write() as s:
+        assert queue.take_in(s, mid, consumed_by="someone else") is None
+    row = queue.get_message(db, mid)
+    assert row.status == queue.CONSUMED and row.consumed_by == LONG_TAKER[:64] and row.consumed_at >= before
+    assert not queue.has_queued(db, master.id)
+
+
+def test_requeue_undoes_only_its_own_take_and_keeps_the_place(team):
+    db, conv, master, _ = team
+    ids = _queue(db, *[_values(conv, master, c) for c in "abc"])
+    with db.write() as s:
+        queue.take_in(s, ids[0], consumed_by="ask:q1")
+        queue.take_in(s, ids[1], consumed_by=LONG_TAKER)
+    with db.write() as s:
+        assert queue.requeue_in(s, ids[0], consumed_by="ask:other") is False
+        assert queue.requeue_in(s, ids[2], consumed_by="ask:q1") is False  # still queued: nothing to undo
+        assert queue.requeue_in(s, ids[1], consumed_by=LONG_TAKER) is True
+    assert _ids(queue.list_queued(db, master.id)) == ids[1:]
+    row = queue.get_message(db, ids[1])
+    assert (row.consumed_by, row.consumed_at) == (None, None)
+    assert queue.get_message(db, ids[0]).consumed_by == "ask:q1"
+
+
+def test_answers_taken_by_an_ask_after_the_last_write_go_back(team):
+    db, conv, master, sub = team
+    ids = _queue(db, *[_values(conv, master, c, type_="answer") for c in "abcd"], _values(conv, sub, "e"))
+    with db.write() as s:
+        queue.take_in(s, ids[0], consumed_by="ask:early")
+    since = now()
+    with db.write() as s:
+        queue.take_in(s, ids[1], consumed_by="ask:late")
+        queue.take_in(s, ids[2], consumed_by="task-1")  # drained into a history, not taken by an ask
+        queue.take_in(s, ids[4], consumed_by="ask:late")  # another agent's
+    with db.write() as s:
+        assert queue.requeue_answers_taken_after_in(s, master.id, since) == 1
+    assert _ids(queue.list_queued(db, master.id)) == [ids[1], ids[3]]
+    back = queue.get_message(db, ids[1])
+    assert (back.consumed_by, back.consumed_at) == (None, None)
+    assert queue.get_message(db, ids[4]).status == queue.CONSUMED
+
+
+def test_discard_consumes_only_that_agents_queue(team):
+    db, conv, master, sub = team
+    ids = _queue(db, _values(conv, sub, "a"), _values(conv, sub, "b"), _values(conv, master, "m"))
+    with db.write() as s:
+        queue.take_in(s, ids[0], consumed_by="ask:q")
+    before = now()
+    with db.write() as s:
+        assert queue.discard_in(s, sub.id, "terminated: " + "y" * 80) == 1
+    discarded = queue.get_message(db, ids[1])
+    assert discarded.consumed_by == ("terminated: " + "y" * 80)[:64] and discarded.consumed_at >= before
+    assert queue.get_message(db, ids[0]).consumed_by == "ask:q"
+    assert _ids(queue.list_queued(db, master.id)) == [ids[2]]
+    assert not queue.has_queued(db, sub.id) and queue.has_queued(db, master.id)
+
+
+def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
+    db, conv, master, sub = team
+    ids = _queue(db,
+                 _values(conv, master, "n1", type_="notice", source="background_command"),
+                 _values(conv, sub, "s1"),
+                 _values(conv, master, "n2", type_="notice", source="sub_agent"),
+                 _values(conv, master, "m", source="background_command"),
+                 _values(conv, master, "n3", type_="notice", source="background_command"),
+                 _values(conv, sub, "q", type_="ask", question_id="q_1"),
+                 _values(conv, master, "a", type_="answer", question_id="q_1"))
+    with db.write() as s:
+        queue.take_in(s, ids[4], consumed_by="t")
+    other, other_master = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
+    _queue(db, _values(other, other_master, "elsewhere", type_="notice", source="background_command"))
+    assert _ids(queue.list_queued(db, master.id)) == [ids[0], ids[2], ids[3], ids[6]]
+    assert _ids(queue.queued_notices(db, conv.id, "background_command")) == [ids[0]]
+    assert _ids(queue.queued_notices(db, conv.id, "sub_agent")) == [ids[2]]
+    assert queue.queued_counts(db, conv.id) == {master.id: 4, sub.id: 2}
+    assert sorted(queue.agents_with_queued(db)) == sorted([master.id, sub.id, other_master.id])
+    assert queue.find_question(db, "q_1").id == ids[5]  # the ask, not the answer that carries its id
+    assert queue.find_question(db, "q_2") is None
+    assert queue.get_message(db, ids[1]).content == "s1" and queue.get_message(db, "nope") is None
+    with db.write() as s:
+        queue.drain_in(s, master.id, "t2")
+    assert queue.has_queued(db, sub.id) and not queue.has_queued(db, master.id)
+    assert sorted(queue.agents_with_queued(db)) == sorted([sub.id, other_master.id])
+    assert queue.queued_counts(db, conv.id) == {sub.id: 2}
+    assert queue.queued_notices(db, conv.id, "background_command") == []

@@ -1,0 +1,278 @@
+"""The turn loop and the tool loop in-process, on a real queue and history, with a scripted model and tools:
+the same behaviour the integration tests check through a server, here where a mutation tester can see it
+(`make mutate`): model calls and tool rounds in order, the inline batch after the whole tool block (and not
+after the last allowed round), the iteration limit, stops, and a task taken over by another process."""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from modules.agents.profiles import load_profiles
+from modules.llm import ModelError, ModelReply, ToolCall
+from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.storage import conversations
+from modules.storage import messages as message_store
+from modules.storage import pending_messages as queue
+from modules.storage import tasks as task_store
+from modules.storage.db import Database
+from modules.storage.models import Task
+from modules.storage.users import get_or_create_user
+from modules.tools.agent_tools import AGENT_TOOLS
+from modules.tools.run_command import RUN_COMMAND
+from modules.tools.sandbox import Sandbox
+from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
+from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
+from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
+
+PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
+
+
+def calls(*names: str) -> ModelReply:
+    return ModelReply("", [ToolCall(f"c{i}-{n}", n, json.dumps({"n": i})) for i, n in enumerate(names)], "tool_calls")
+
+
+class Model:
+    """Replies in order; `during` runs inside the n-th call (0-based), as if something happened meanwhile."""
+
+    def __init__(self, *replies, during=None):
+        self.replies, self.during, self.requests = list(replies), during or {}, []
+
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
+        self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
+        if hook := self.during.get(len(self.requests) - 1):
+            hook()
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        for i in range(0, len(reply.content), 3):
+            on_text(reply.content[i:i + 3])
+        return reply
+
+
+class Tools:
+    def __init__(self, during=None):
+        self.ran, self.during, self.contexts = [], during or {}, []
+
+    def definitions(self, names):
+        return [{"type": "function", "function": {"name": n}} for n in names]
+
+    def execute(self, name, arguments, ctx, allowed=None):
+        self.ran.append((name, arguments, tuple(allowed or ())))
+        self.contexts.append(ctx)
+        if hook := self.during.get(len(self.ran) - 1):
+            hook()
+        return {"success": True, "ran": name} if name != "ask_user" else {"success": True, "ran": name, "said": "好的"}
+
+
+class Sender:
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event_type, data):
+        self.events.append((event_type, data))
+        return len(self.events) - 1
+
+    def emit_many(self, events):
+        for event in events:
+            self.emit(*event)
+        return 0
+
+    def types(self):
+        return [t for t, _ in self.events]
+
+
+@pytest.fixture
+def flow(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+    with db.write() as s:
+        task = task_store.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat",
+                                         owner="me")
+    active = []
+    rt = SimpleNamespace(db=db, router=MessageRouter(db), membership=SimpleNamespace(process_id="me"),
+                         settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"), services=None,
+                         active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
+                         workspace=lambda cid: tmp_path / "ws", tools=Tools(), model=Model(),
+                         sandbox=Sandbox(mode="off"))
+    turn = ChatTurn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
+                    profile=PROFILES["MasterAgent"])
+    yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
+    db.dispose()
+
+
+def queue_message(f, content):
+    msg = PendingMessage.new(conversation_id=f.conv.id, target_agent_id=f.master.id, type="message",
+                             content=content, source_display_name="user", meta={"source": "user"})
+    with f.db.write() as s:
+        f.rt.router.enqueue_in(s, msg)
+
+
+def history(f):
+    return [(m.role, m.content if m.role != "assistant" else [c["function"]["name"] for c in m.tool_calls or []]
+             or m.content) for m in message_store.list_messages(f.db, f.master.id)]
+
+
+def run(f):
+    return handle_task_with_sender(f.rt, f.turn, f.sender)
+
+
+def test_a_reply_without_calls_ends_the_turn_streamed_and_stored(flow):
+    f = flow
+    queue_message(f, "hello")
+    f.rt.model = Model(ModelReply("Hi there, friend.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    [request] = f.rt.model.requests
+    assert request["messages"][0]["role"] == "system" and "MasterAgent" in request["messages"][0]["content"]
+    assert request["messages"][1:] == [{"role": "user", "content": "hello"}]
+    assert request["model"] == "the-model"
+    assert [t["function"]["name"] for t in request["tools"]] == list(PROFILES["MasterAgent"].tools)
+    assert f.active == [(f.conv.id, "MasterAgent")] and request["stopped"] is False
+    assert f.sender.types() == ["user_message", "ai_message_start", *["text_chunk"] * 6, "text_end"]
+    chunks = "".join(d["content"] for t, d in f.sender.events if t == "text_chunk")
+    start, end = f.sender.events[1][1], f.sender.events[-1][1]
+    assert chunks == end["content"] == "Hi there, friend." and start["message_id"] == end["message_id"]
+    assert {d["message_id"] for t, d in f.sender.events if t == "text_chunk"} == {start["message_id"]}
+    assert start["display_name"] == "MasterAgent"
+    assert history(f) == [("user", "hello"), ("assistant", "Hi there, friend.")]
+    stored = message_store.list_messages(f.db, f.master.id)[-1]
+    assert stored.message_id == end["message_id"] and stored.meta["task_id"] == f.turn.task_id
+
+
+def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_block(flow):
+    f = flow
+    f.rt.model = Model(calls("run_command", "ask_user"), ModelReply("done", [], "stop"))
+    f.rt.tools = Tools(during={0: lambda: queue_message(f, "arrived meanwhile")})
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    assert [(n, json.loads(a)["n"]) for n, a, _ in f.rt.tools.ran] == [("run_command", 0), ("ask_user", 1)]
+    assert all(allowed == tuple(PROFILES["MasterAgent"].tools) for _, _, allowed in f.rt.tools.ran)
+    assert history(f) == [("assistant", ["run_command", "ask_user"]), ("tool", '{"success": true, "ran": '
+                          '"run_command"}'), ("tool", '{"success": true, "ran": "ask_user", "said": "好的"}'),
+                          ("user", "arrived meanwhile"), ("assistant", "done")]
+    second = f.rt.model.requests[1]["messages"]
+    assert [m["role"] for m in second[1:]] == ["assistant", "tool", "tool", "user"]
+    assert second[1]["content"] is None and second[2]["tool_call_id"] == "c0-run_command"
+    assert f.sender.types() == ["ai_message_start", "text_end", "tool_start", "tool_result", "tool_start",
+                                "tool_result", "user_message", "ai_message_start", "text_chunk", "text_chunk",
+                                "text_end"]
+    assert f.sender.events[2][1] == {"tool_call_id": "c0-run_command", "name": "run_command",
+                                     "arguments": '{"n": 0}'}
+    assert json.loads(f.sender.events[3][1]["result"]) == {"success": True, "ran": "run_command"}
+    assert f.sender.events[3][1]["tool_call_id"] == "c0-run_command" and f.sender.events[3][1]["name"] == "run_command"
+    assert f.sender.events[5][1]["result"] == '{"success": true, "ran": "ask_user", "said": "好的"}'  # not \\u escaped
+    assert f.sender.events[6][1]["starts_work"] is False and f.sender.events[6][1]["message"] == "arrived meanwhile"
+    ctx = f.rt.tools.contexts[0]
+    assert (ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, ctx.task_id) == (
+        f.conv.id, f.master.id, "MasterAgent", f.turn.task_id)
+    assert ctx.workspace == f.rt.workspace(f.conv.id) and ctx.settings is f.rt.settings
+    assert ctx.services is f.rt.services and ctx.emit == f.sender.emit and ctx.should_stop() is False
+    f.turn.stop_event.set()
+    assert ctx.should_stop() is True
+    assert [m.name for m in message_store.list_messages(f.db, f.master.id) if m.role == "tool"] == [
+        "run_command", "ask_user"]
+
+
+def test_the_limit_fails_the_turn_and_the_last_round_leaves_the_queue_for_the_next_turn(flow):
+    f = flow
+    f.rt.model = Model(calls("run_command"), calls("run_command"), calls("run_command"), ModelReply("x", [], "stop"))
+    f.rt.tools = Tools(during={1: lambda: queue_message(f, "second round"),
+                               2: lambda: queue_message(f, "last round")})
+    outcome = run(f)
+    assert outcome == TurnOutcome(FAILED, {"code": "iteration_limit",
+                                           "message": "stopped after 3 model calls without a final answer"})
+    assert len(f.rt.model.requests) == 3 and len(f.rt.tools.ran) == 3
+    assert [c for r, c in history(f) if r == "user"] == ["second round"]
+    assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["last round"]
+
+
+def test_a_model_error_fails_the_turn_with_its_code_and_is_logged(flow, caplog):
+    f = flow
+    f.rt.model = Model(calls("run_command"), ModelError("rate_limited", "slow down", retryable=True))
+    with caplog.at_level(logging.WARNING, logger="server.chat_flow_task_main"):
+        assert run(f) == TurnOutcome(FAILED, {"code": "rate_limited", "message": "slow down"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model call failed for task {f.turn.task_id}: rate_limited slow down"]
+    assert f.sender.types()[-1] == "ai_message_start"
+
+
+def test_a_turn_stopped_before_its_model_call_makes_none(flow):
+    f = flow
+    f.turn.stop_event.set()
+    f.rt.model = Model(ModelReply("never", [], "stop"))
+    assert run(f) == TurnOutcome(STOPPED)
+    assert f.rt.model.requests == []
+
+
+def test_a_stop_during_the_model_call_drops_its_tool_calls(flow):
+    f = flow
+    f.rt.model = Model(ModelReply("Let me run it.", [ToolCall("c1", "run_command", "{}")], "tool_calls"),
+                       during={0: f.turn.stop_event.set})
+    assert run(f) == TurnOutcome(STOPPED)
+    assert f.rt.tools.ran == [] and history(f) == [("assistant", "Let me run it.")]
+    assert f.sender.types()[-1] == "text_end"
+
+
+def test_a_stop_during_a_tool_round_closes_the_rest_and_skips_the_inline_batch(flow):
+    f = flow
+    f.rt.model = Model(calls("run_command", "ask_user", "run_command"), ModelReply("never", [], "stop"))
+
+    def stop_and_queue():
+        f.turn.stop_event.set()
+        queue_message(f, "arrived during the round")
+
+    f.rt.tools = Tools(during={0: stop_and_queue})
+    assert run(f) == TurnOutcome(STOPPED)
+    assert len(f.rt.tools.ran) == 1 and len(f.rt.model.requests) == 1
+    results = [json.loads(c) for r, c in history(f) if r == "tool"]
+    assert results == [{"success": True, "ran": "run_command"}, STOPPED_RESULT, STOPPED_RESULT]
+    assert f.sender.types().count("tool_start") == 3 and f.sender.types().count("tool_result") == 3
+    assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["arrived during the round"]
+
+
+def test_a_task_taken_over_by_another_process_writes_nothing_more(flow):
+    f = flow
+
+    def taken_over():
+        with f.db.write() as s:
+            s.get(Task, f.turn.task_id).owner = "the-other-process"
+
+    f.rt.model = Model(calls("run_command", "run_command"), ModelReply("never", [], "stop"))
+    f.rt.tools = Tools(during={0: taken_over})
+    assert run(f) == TurnOutcome(STOPPED)
+    assert len(f.rt.tools.ran) == 1 and len(f.rt.model.requests) == 1
+    assert history(f) == [("assistant", ["run_command", "run_command"])]  # no result: the new owner closes it
+
+    f.rt.model = Model(ModelReply("late", [], "stop"))
+    assert run(f) == TurnOutcome(STOPPED) and f.rt.model.requests == []
+
+
+def test_a_reply_that_arrives_after_a_take_over_is_not_stored(flow):
+    f = flow
+
+    def taken_over():
+        with f.db.write() as s:
+            s.get(Task, f.turn.task_id).owner = "the-other-process"
+
+    f.rt.model = Model(ModelReply("too late", [], "stop"), during={0: taken_over})
+    assert run(f) == TurnOutcome(STOPPED)
+    assert history(f) == [] and "text_end" not in f.sender.types()
+
+
+def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
+    f = flow
+    queue_message(f, "waits")
+    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")], inline_batch=False)
+    assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["waits"]
+    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c2", "run_command", "{}")])
+    assert queue.list_queued(f.db, f.master.id) == []
+
+
+def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
+    f = flow
+    asked = []
+    f.rt.tasks = SimpleNamespace(create_chat_task=lambda agent_id: asked.append(agent_id) or "task-2")
+    assert run_completion_poll(f.rt, f.master.id) == "task-2" and asked == [f.master.id]
