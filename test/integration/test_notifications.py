@@ -108,12 +108,12 @@ def test_completion_during_a_tool_round_arrives_inline(server, llm):
     assert cmds[0]["status"] == "succeeded" and cmds[0]["exit_code"] == 0 and "quick-bg" in cmds[0]["output_tail"]
 
 
-def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm, tmp_path):
+def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm):
     # The wave ends when the test says so, not after a sleep that a busy machine may stretch; the settle window
     # is as wide as the design allows (500 ms), so the wave needs only to end within it.
     server = make_server(env={"NOTICE_SETTLE_MS": "500"})
-    go = tmp_path / "go"
-    calls = [("run_command", {"command": f"for t in $(seq 6000); do [ -e {go} ] && break; sleep 0.01; done; "
+    # The cue is a file in the workspace: the only folder of the host that a sandboxed command sees.
+    calls = [("run_command", {"command": f"for t in $(seq 6000); do [ -e go ] && break; sleep 0.01; done; "
                                          f"echo job-{i}",
                               "run_in_background": True, "timeout": 60}) for i in range(20)]
     llm.script(tool_calls(*calls), match=MASTER)
@@ -124,7 +124,7 @@ def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm,
     assert server.wait_task(sent["task_id"])["status"] == "succeeded"
     wait_until(lambda: all(c["status"] == "running" for c in server.get(
         f"/api/background_commands?conversation_id={cid}").json()["data"]), what="twenty commands running")
-    go.touch()
+    (server.data_dir / "workspaces" / cid / "go").touch()
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the follow-up")
     follow = server.wait_task(tasks[1]["task_id"])
     assert follow["status"] == "succeeded"

@@ -97,7 +97,7 @@ def test_deeply_nested_json_is_invalid_json(server, llm):
         assert ack["success"] is True
     finally:
         ws.close()
-    server.wait_task(ack["task_id"])
+    server.wait_task(server.routed(ack)["task_id"])
 
 
 def test_a_socket_event_with_extra_arguments_is_acknowledged(server, llm):

@@ -34,7 +34,10 @@ def run(server, llm, command: str, *, token: str, conversation_id: str | None = 
         body["conversation_id"] = conversation_id
     res = server.post("/api/tasks", body, token=token)
     assert res.status_code == 202, res.text
-    sent = server.routed(res.json())
+    sent = res.json()
+    path = f"/api/messages/{sent['message_id']}"  # the route follows the acknowledgement (as this user)
+    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+                      what="the message's route")
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
     result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
     return result, sent["conversation_id"]

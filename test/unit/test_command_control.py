@@ -19,6 +19,7 @@ from modules.storage.models import BackgroundCommand
 from modules.storage.records import now
 from modules.storage.users import get_or_create_user
 from modules.tools.sandbox import Sandbox
+from modules.tools.shell import process_start_ticks
 
 SANDBOX = Sandbox().probe()  # the product's: bubblewrap where it works here, else unsandboxed
 
@@ -195,7 +196,8 @@ def test_commands_of_a_gone_process_are_killed_on_this_host_and_reported_lost(cm
         with db.write() as s:
             s.add(BackgroundCommand(id=name, conversation_id=conv.id, agent_id=master.id, command="sleep 60",
                                     status="running", output_truncated=False, timeout_s=60, log_path=str(log),
-                                    owner=owner, pid=procs[name].pid, created_at=now()))
+                                    owner=owner, pid=procs[name].pid,
+                                    pid_started=process_start_ticks(procs[name].pid), created_at=now()))
     try:
         assert manager.recover_lost({"gone-here": processes.HOST, "gone-there": "another-host/pidns:1"}) == 2
         procs["here"].wait(20)  # killed: ours to kill
