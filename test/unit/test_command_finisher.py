@@ -13,19 +13,14 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from modules import background_command_manager as bcm
-from modules.agents.profiles import load_profiles
 from modules.background_command_manager import BackgroundCommandManager, Finish
 from modules.multi_agent.message_router import MessageRouter
-from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import now
-from modules.storage.users import get_or_create_user
-from modules.sub_agent.manager import SubAgentManager
-from modules.tools.agent_tools import AGENT_TOOLS
-from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
+from test.unit.teams import conversation_with_sub_agent
 
 SANDBOX = Sandbox().probe()  # the product's: bubblewrap where it works here, else unsandboxed
 
@@ -57,10 +52,7 @@ def _spawn(fn, *args):
 @pytest.fixture
 def team(tmp_path):
     db = CountingDatabase(f"sqlite:///{tmp_path / 'app.db'}")
-    db.migrate()
-    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
-    sub = SubAgentManager(db, profiles).create_sub_agent(master, "InfoAgent", "task")
+    conv, master, sub, _ = conversation_with_sub_agent(db)
     router = MessageRouter(db)
     delivered = []
     router.deliver = lambda notice: delivered.append(notice)  # the receiver-decided step, observed

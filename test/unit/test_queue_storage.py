@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from modules.agents.profiles import load_profiles
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.records import new_id, now
 from modules.storage.users import get_or_create_user
-from modules.sub_agent.manager import SubAgentManager
-from modules.tools.agent_tools import AGENT_TOOLS
-from modules.tools.run_command import RUN_COMMAND
+from test.unit.teams import conversation_with_sub_agent
 
 LONG_TAKER = "ask:" + "x" * 96  # longer than the 64-character column: stored and matched cut to 64
 
@@ -21,10 +18,7 @@ LONG_TAKER = "ask:" + "x" * 96  # longer than the 64-character column: stored an
 @pytest.fixture
 def team(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
-    db.migrate()
-    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
-    sub = SubAgentManager(db, profiles).create_sub_agent(master, "InfoAgent", "task")
+    conv, master, sub, _ = conversation_with_sub_agent(db)
     yield db, conv, master, sub
     db.dispose()
 

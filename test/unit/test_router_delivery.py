@@ -7,7 +7,6 @@ import threading
 
 import pytest
 
-from modules.agents.profiles import load_profiles
 from modules.multi_agent import agent_state, message_router
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import (
@@ -21,14 +20,10 @@ from modules.multi_agent.message_router import (
     history_draft,
     history_text,
 )
-from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
-from modules.storage.users import get_or_create_user
-from modules.sub_agent.manager import SubAgentManager
-from modules.tools.agent_tools import AGENT_TOOLS
-from modules.tools.run_command import RUN_COMMAND
+from test.unit.teams import conversation_with_sub_agent
 
 
 def msg(type_="message", source="agent_message", content="hi", question_id=None, **meta):
@@ -81,11 +76,7 @@ def test_which_messages_answer_a_blocked_ask():
 @pytest.fixture
 def team(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
-    db.migrate()
-    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
-    manager = SubAgentManager(db, profiles)
-    sub = manager.create_sub_agent(master, "InfoAgent", "task")
+    conv, master, sub, manager = conversation_with_sub_agent(db)
     spawned: list[tuple] = []  # the settle timers, run by the test when it chooses (no race with the clock)
 
     def spawn(fn, *args):
