@@ -12,8 +12,6 @@ is reported as lost after the restart, never silently dropped.
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +29,7 @@ from modules.storage import processes
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
-from modules.tools.sandbox import Sandbox
+from modules.tools.sandbox import Sandbox, kill_group
 from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
 
 log = logging.getLogger(__name__)
@@ -377,7 +375,4 @@ def _kill_if_same_process(pid: int, started: int | None) -> None:
     if started is None or process_start_ticks(pid) != started:
         log.warning("not killing pid %d: it is not the command's process any more", pid)
         return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(pid)

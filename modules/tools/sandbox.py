@@ -25,6 +25,7 @@ import logging
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -75,12 +76,12 @@ class Launched:
 
     proc: subprocess.Popen
     helpers: list[subprocess.Popen] = field(default_factory=list)
-    _helper_fds: list[int] = field(default_factory=list)
+    fds: list[int] = field(default_factory=list)  # ours to close once the command ends
 
     def release(self) -> None:
-        for fd in self._helper_fds:
+        for fd in self.fds:
             os.close(fd)
-        self._helper_fds.clear()
+        self.fds.clear()
         for helper in self.helpers:
             try:
                 helper.wait(timeout=2)
@@ -285,7 +286,7 @@ class Sandbox:
                 raise RuntimeError("the sandbox did not start")
             ready_r, ready_w = os.pipe()
             exit_r, exit_w = os.pipe()
-            launched._helper_fds.append(exit_w)
+            launched.fds.append(exit_w)
             slirp = subprocess.Popen(
                 [self._slirp or "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
                  "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), str(child_pid), "tap0"],
@@ -300,7 +301,7 @@ class Sandbox:
                 raise RuntimeError("the sandbox's network did not come up")
             os.write(ours.fileno(), b"go\n")
         except BaseException:
-            os.killpg(proc.pid, 9)
+            kill_group(proc.pid)
             proc.wait()
             launched.release()
             raise
@@ -308,6 +309,14 @@ class Sandbox:
             os.close(info_r)
             ours.close()
         return launched
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a command's whole process group (a sandbox's bwrap takes its sandbox along)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _wait_readable(fd: int) -> bool:

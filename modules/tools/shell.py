@@ -13,14 +13,13 @@ from __future__ import annotations
 import errno
 import os
 import select
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from modules.tools.capped_log import CappedLog
-from modules.tools.sandbox import Launched, Sandbox
+from modules.tools.sandbox import Launched, Sandbox, kill_group
 
 POLL_INTERVAL_S = 0.1
 READ_BYTES = 65536
@@ -53,13 +52,6 @@ def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
         text = fh.read().decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     truncated = start > 0 or len(text) > tail_chars
     return text[-tail_chars:], truncated
-
-
-def kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, timeout_s: float, tail_chars: int,
