@@ -1,4 +1,4 @@
-"""Benchmark: the completion notification pool (DESIGN.md §1, mechanism 1).
+"""Benchmark: the completion notification pool (README, "Architecture": the notification pool).
 
 For N = 1, 5, 20, 100 background commands that finish close together after the master
 stopped, it measures

@@ -1,4 +1,4 @@
-"""Benchmark: the multi-agent message router (DESIGN.md §1 mechanism 2, §4).
+"""Benchmark: the multi-agent message router (README, "Architecture": receiver-decided routing).
 
 Fan-in: S sender agents (S = 1, 10, 100) send messages at the same time to one receiver
 agent (the master) that is running a turn. The receiver works like the server's tool loop:

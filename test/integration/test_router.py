@@ -1,4 +1,4 @@
-"""Receiver-decided message routing (DESIGN.md §4) through the real server and the scripted model.
+"""Receiver-decided message routing (README, "Architecture") through the real server and the scripted model.
 
 Every test drives `run.py` over HTTP: the user talks to the master with `POST /api/tasks`, the
 master's scripted tool calls create sub-agents and send them messages, sub-agents ask and answer.
