@@ -269,10 +269,16 @@ def test_a_blocked_ask_finds_an_answer_another_process_queued_by_its_rescan(team
     router = MessageRouter(db, rescan_s=0.05)
     waiter = router.begin_ask(master.id, "q_8", None, from_user=True)
     answer = to(conv, master, "answer", "from the other process")
-    got = []
-    thread = threading.Thread(target=lambda: got.append(router.wait_for_answer(waiter, 60, lambda: False)))
+    got, first_scan_done = [], threading.Event()
+
+    def should_stop() -> bool:  # called in the loop, after the scan that opens the wait
+        first_scan_done.set()
+        return False
+
+    thread = threading.Thread(target=lambda: got.append(router.wait_for_answer(waiter, 60, should_stop)))
     thread.start()
-    with db.write() as s:  # queued without `deliver` here: only the rescan can find it
+    assert first_scan_done.wait(30)
+    with db.write() as s:  # queued without `deliver` here, after the first scan: only a rescan can find it
         router.enqueue_in(s, answer)
     thread.join(30)
     assert not thread.is_alive(), "the rescan never found the answer"
