@@ -15,6 +15,7 @@ from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
+from modules.storage import tasks as task_store
 from modules.storage.models import Agent
 from modules.sub_agent.manager import SubAgentError
 from modules.tools.base import ToolContext, ToolSpec
@@ -84,7 +85,7 @@ def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if result is None:
         return _error("stopped or timed out while waiting; the sub-agent goes on in the background and "
                       "you will receive a notice when it finishes", **base)
-    return {"success": result.status == "succeeded", **base, "status": result.status,
+    return {"success": result.status == task_store.SUCCEEDED, **base, "status": result.status,
             "answer": result.final_text, "duration_s": round(result.duration_s, 2),
             **({"error": result.error} if result.error else {})}
 

@@ -6,6 +6,7 @@ import math
 import uuid
 from typing import Any
 
+from modules.storage import commands as command_store
 from modules.tools.base import ToolContext, ToolSpec
 from modules.tools.shell import run_shell
 
@@ -42,7 +43,7 @@ def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         svc = ctx.require_services()
         command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, command,
                                         ctx.workspace, timeout_s)
-        return {"success": True, "command_id": command_id, "status": "running", "command": command,
+        return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
     log_path = ctx.settings.data_dir / "command_logs" / f"{uuid.uuid4()}.log"
