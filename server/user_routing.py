@@ -1,4 +1,4 @@
-"""Where a user's message goes (README, "Architecture"), decided at the top of every message, in order:
+"""Where a user's message goes (docs/ARCHITECTURE.md), decided at the top of every message, in order:
 
 1. an agent of the conversation waits in `ask_user`: the message answers it (`hil`);
 2. an active agent is recorded and the fast path (`ActiveAgentFastPath.decide` in

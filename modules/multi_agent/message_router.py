@@ -1,4 +1,4 @@
-"""Receiver-decided message routing over durable per-agent queues (README, "Architecture").
+"""Receiver-decided message routing over durable per-agent queues (docs/ARCHITECTURE.md).
 
 Every message to an agent (a user's message, a task, a question, an answer, a
 completion notice) is first committed to the receiver's queue. Then the
