@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from modules.config import Settings
 from modules.tools.sandbox import Sandbox
@@ -47,9 +47,16 @@ class ToolArgumentError(ValueError):
 class ToolArguments(BaseModel):
     """One tool's arguments: the schema the model sees and the check of what it sends, from one definition.
 
-    Strict: a string is never taken for a number, nor `true` for 1. Unknown arguments are ignored."""
+    Strict: a string is never taken for a number, nor `true` for 1. Unknown arguments are ignored, and so is an
+    argument sent as `null` (models send that for an optional one they mean to leave out): its default applies,
+    or, for a required one, the error says it is missing."""
 
     model_config = ConfigDict(strict=True, extra="ignore", hide_input_in_errors=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_left_out(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
 def _not_blank(value: str) -> str:
