@@ -19,13 +19,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
+from modules.storage import commands as command_store
 from modules.storage import pending_messages as queue
 from modules.storage import processes
+from modules.storage.commands import (
+    CANCELLED,
+    FAILED,
+    LOST,
+    RUNNING,
+    SUCCEEDED,
+    TIMED_OUT,
+)
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
@@ -34,8 +42,6 @@ from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, 
 
 log = logging.getLogger(__name__)
 
-RUNNING = "running"
-FINISHED_STATUSES = ("succeeded", "failed", "timed_out", "cancelled", "lost")
 NOTICE_OUTPUT_CHARS = 2_000
 GATHER_S = 0.002
 PRUNE_EVERY_S = 3600.0
@@ -67,16 +73,16 @@ class CommandStart:
 
 def _status_of(outcome: CommandOutcome, cancelled: bool) -> str:
     if cancelled:
-        return "cancelled"
+        return CANCELLED
     if outcome.timed_out:
-        return "timed_out"
-    return "succeeded" if outcome.exit_code == 0 else "failed"
+        return TIMED_OUT
+    return SUCCEEDED if outcome.exit_code == 0 else FAILED
 
 
 def build_command_notice_text(cmd: BackgroundCommand) -> str:
     duration = (cmd.finished_at or now()) - cmd.created_at
     head = f"[Background command {cmd.id[:8]} {cmd.status}"
-    if cmd.exit_code is not None and cmd.status != "lost":
+    if cmd.exit_code is not None and cmd.status != LOST:
         head += f", exit code {cmd.exit_code}"
     head += f", {duration:.1f} s] `{cmd.command}`"
     if cmd.error:
@@ -112,12 +118,11 @@ class BackgroundCommandManager:
         self.prune_logs()
         start = CommandStart(new_id(), conversation_id, agent_id, agent_display_name, command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
-        with self._db.write() as s:
-            s.add(BackgroundCommand(
-                id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
-                status=RUNNING, output_truncated=False, timeout_s=timeout_s, log_path=str(log_path),
-                owner=self._owner, created_at=now(),
-            ))
+        command_store.insert_running(self._db, BackgroundCommand(
+            id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
+            status=RUNNING, output_truncated=False, timeout_s=timeout_s, log_path=str(log_path),
+            owner=self._owner, created_at=now(),
+        ))
         with self._lock:
             self._cancel[start.command_id] = threading.Event()
         self._spawn(self._run, start, log_path)
@@ -136,7 +141,7 @@ class BackgroundCommandManager:
                             outcome.output, outcome.truncated, error, now())
         except Exception as exc:
             log.exception("background command %s failed to run", start.command_id)
-            finish = Finish(start.command_id, "failed", None, "", False, f"could not run: {exc}", now())
+            finish = Finish(start.command_id, FAILED, None, "", False, f"could not run: {exc}", now())
         try:
             self._submit(finish)
         finally:
@@ -144,9 +149,7 @@ class BackgroundCommandManager:
                 self._cancel.pop(start.command_id, None)
 
     def _record_pid(self, command_id: str, pid: int) -> None:
-        with self._db.write() as s:
-            s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id)
-                      .values(pid=pid, pid_started=process_start_ticks(pid)))
+        command_store.record_pid(self._db, command_id, pid, process_start_ticks(pid))
 
     def _submit(self, finish: Finish) -> None:
         """Hand a finished command to the finisher; the first to arrive becomes it.
@@ -234,11 +237,7 @@ class BackgroundCommandManager:
         and the notices as one batched insert."""
         ends = {f.command_id: f for f in batch}
         with self._db.write() as s:
-            commands = list(s.scalars(
-                select(BackgroundCommand).where(BackgroundCommand.id.in_(list(ends)),
-                                                BackgroundCommand.status == RUNNING)
-                .with_for_update()
-            ))
+            commands = command_store.lock_running_in(s, list(ends))
             commands.sort(key=lambda cmd: ends[cmd.id].ended_at)  # notices queue in finish order
             for cmd in commands:
                 f = ends[cmd.id]
@@ -263,20 +262,14 @@ class BackgroundCommandManager:
         database and a signal to look at it now. False when it has ended."""
         if self._cancel_here(command_id):
             return True
-        with self._db.write() as s:
-            flagged = s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
-                                                                BackgroundCommand.status == RUNNING)
-                                .values(cancel_requested=True)).rowcount == 1
+        flagged = command_store.request_cancel(self._db, command_id)
         if flagged:
             self._peers.publish(CANCEL_COMMAND, command_id)
         return flagged
 
     def cancel_agent_commands(self, agent_id: str) -> int:
         """Cancel every running command of an agent (it was terminated)."""
-        with self._db.read() as s:
-            ids = list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.agent_id == agent_id,
-                                                                    BackgroundCommand.status == RUNNING)))
-        return sum(self.cancel(command_id) for command_id in ids)
+        return sum(self.cancel(command_id) for command_id in command_store.running_ids_of_agent(self._db, agent_id))
 
     def _cancel_here(self, command_id: str) -> bool:
         with self._lock:
@@ -292,20 +285,14 @@ class BackgroundCommandManager:
             mine = list(self._cancel)
         if not mine:
             return
-        with self._db.read() as s:
-            flagged = list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.id.in_(mine),
-                                                                        BackgroundCommand.cancel_requested)))
-        for command_id in flagged:
+        for command_id in command_store.cancel_requested_among(self._db, mine):
             self._cancel_here(command_id)
 
     def get(self, command_id: str) -> BackgroundCommand | None:
-        with self._db.read() as s:
-            return s.get(BackgroundCommand, command_id)
+        return command_store.get(self._db, command_id)
 
     def list(self, conversation_id: str) -> list[BackgroundCommand]:
-        with self._db.read() as s:
-            return list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.conversation_id == conversation_id)
-                                  .order_by(BackgroundCommand.created_at)))
+        return command_store.list_for_conversation(self._db, conversation_id)
 
     def output_tail(self, cmd: BackgroundCommand) -> str:
         if cmd.status == RUNNING:
@@ -316,19 +303,12 @@ class BackgroundCommandManager:
         """Finished commands whose notice is not delivered yet, in finish order."""
         ids = [(n.meta or {}).get("command_id") for n in queue.queued_notices(self._db, conversation_id,
                                                                                "background_command")]
-        with self._db.read() as s:
-            rows = {c.id: c for c in s.scalars(select(BackgroundCommand).where(BackgroundCommand.id.in_(ids)))}
+        rows = command_store.get_many(self._db, ids)
         return [rows[i] for i in ids if i in rows]
 
     def has_running(self, conversation_id: str | None = None, agent_id: str | None = None) -> bool:
         """Whether a command of the conversation, or of the agent, still runs."""
-        query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
-        if conversation_id is not None:
-            query = query.where(BackgroundCommand.conversation_id == conversation_id)
-        if agent_id is not None:
-            query = query.where(BackgroundCommand.agent_id == agent_id)
-        with self._db.read() as s:
-            return s.scalars(query.limit(1)).first() is not None
+        return command_store.any_running(self._db, conversation_id, agent_id)
 
     def has_pending_for_conversation(self, conversation_id: str) -> bool:
         """Running, or finished and not yet notified."""
@@ -337,14 +317,12 @@ class BackgroundCommandManager:
     # -- recovery --------------------------------------------------------
     def recover_lost(self, gone_owners: dict[str, str]) -> int:
         """Commands whose process died (or was never recorded): kill what is left, report them lost."""
-        with self._db.read() as s:
-            running = s.scalars(select(BackgroundCommand).where(BackgroundCommand.status == RUNNING))
-            orphans = [c for c in running if c.owner is None or c.owner in gone_owners]
+        orphans = [c for c in command_store.list_running(self._db) if c.owner is None or c.owner in gone_owners]
         for cmd in orphans:
             if cmd.pid and gone_owners.get(cmd.owner, processes.HOST) == processes.HOST:  # ours to kill
                 _kill_if_same_process(cmd.pid, cmd.pid_started)
             output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
-            self._finish([Finish(cmd.id, "lost", None, output, truncated,
+            self._finish([Finish(cmd.id, LOST, None, output, truncated,
                                  "the server process running it stopped; its result is lost", now())])
         return len(orphans)
 
@@ -355,9 +333,7 @@ class BackgroundCommandManager:
         if not force and current - self._pruned_at < PRUNE_EVERY_S:
             return 0
         self._pruned_at = current
-        with self._db.read() as s:
-            running = {Path(p).name for p in s.scalars(select(BackgroundCommand.log_path)
-                                                        .where(BackgroundCommand.status == RUNNING))}
+        running = {Path(c.log_path).name for c in command_store.list_running(self._db)}
         removed = 0
         for path in self._logs_dir.glob("*.log") if self._logs_dir.is_dir() else ():
             try:

@@ -9,18 +9,11 @@ from flask import Flask, abort, send_from_directory
 from flask_socketio import SocketIO
 
 from modules.agents.profiles import load_profiles
-from modules.agents.services import AgentServices
-from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import build_chat_model
-from modules.multi_agent.agent_state import AgentStates
-from modules.multi_agent.fast_path import ActiveAgentSessionStore, load_routing_signals
-from modules.multi_agent.message_router import MessageRouter
-from modules.multi_agent.user_questions import UserQuestions
-from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals, scoped_channel
+from modules.multi_agent.fast_path import load_routing_signals
+from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, scoped_channel
 from modules.storage.db import Database
-from modules.storage.session_store import SessionStore
-from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
@@ -29,16 +22,12 @@ from server import outage
 from server.api import background, conversations, health, messages, openapi, tasks
 from server.auth import Authenticator
 from server.chat_service import ChatService
-from server.cluster import Membership
 from server.errors import register_error_handlers
 from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.sender import SocketIOTransport
 from server.socket_handlers import register_socket_handlers
 from server.socket_packets import TolerantPacket
-from server.suggestions import SuggestionService
-from server.tasks.event_log import EventLog
-from server.tasks.models import TaskManager
 
 log = logging.getLogger(__name__)
 
@@ -66,30 +55,11 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     spawn = socketio.start_background_task
     sandbox = build_sandbox(settings)
     (log.info if sandbox.active else log.warning)(sandbox.status_line())
-    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s)
-    membership = Membership(db, poll_s=settings.peer_poll_s)
-    peers = build_peer_signals(settings.redis_url, membership.process_id)
-    rt = Runtime(
-        settings=settings, db=db, model=model, tools=tools, profiles=profiles, agent_states=AgentStates(db),
-        router=router, sub_agents=SubAgentManager(db, profiles),
-        commands=BackgroundCommandManager(
-            db, router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
-            tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
-            log_retention_s=settings.command_log_retention_days * 86400, owner=membership.process_id, peers=peers),
-        membership=membership,
-        event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
-        active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
-        signals=load_routing_signals(settings.routing_signals_path), peers=peers, sandbox=sandbox,
-    )
-    rt.tasks = TaskManager(rt)
-    rt.suggestions = SuggestionService(rt)
-    rt.services = AgentServices(
-        db=db, settings=settings, router=router, states=rt.agent_states, sub_agents=rt.sub_agents,
-        commands=rt.commands, profiles=profiles, user_questions=rt.user_questions, expect_turn=rt.tasks.expect_turn,
-        terminate_agent=rt.tasks.terminate_agent,
-    )
-    router.notify_peers = lambda agent_id: peers.publish(QUEUED, agent_id)
-    peers.subscribe(QUEUED, router.on_peer_queued)
+    rt = Runtime(settings=settings, db=db, model=model, tools=tools, profiles=profiles, sandbox=sandbox,
+                 transport=SocketIOTransport(socketio), spawn=spawn,
+                 signals=load_routing_signals(settings.routing_signals_path))
+    peers = rt.peers
+    peers.subscribe(QUEUED, rt.router.on_peer_queued)
     peers.subscribe(STOP, lambda task_id: rt.tasks.apply_stop_requests())
     peers.subscribe(CANCEL_COMMAND, lambda command_id: rt.commands.apply_cancel_requests())
     peers.start(spawn)

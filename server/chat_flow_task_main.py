@@ -1,26 +1,23 @@
-"""The body of one task: call the model, run its tool calls, again, until it answers or stops."""
+"""The body of one turn (call the model, run its tool calls, again, until it answers or stops) and the one
+end-of-turn poller, `poll_completion_notifications` (docs/ARCHITECTURE.md, "The path of a completion notice")."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from modules.llm import ModelError, ModelReply
 from modules.storage.records import new_id
-from server.chat_flow_task_support import (
-    build_model_messages,
-    inject_runtime_user_message,
-    persist_assistant_message,
-    turn_is_ours,
-)
-from server.chat_flow_tool_loop import execute_tool_calls
-from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
-from server.runtime import Runtime
+from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
+from server.turns.context import TurnRuntime
+from server.turns.history import build_model_messages, persist_assistant_message, turn_is_ours
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
 
-def _stream_reply(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: str) -> ModelReply:
+def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str) -> ModelReply:
     messages = build_model_messages(rt, turn)
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
@@ -32,17 +29,17 @@ def _stream_reply(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: 
     )
 
 
-def _keep_partial(rt: Runtime, turn: ChatTurn, sender: EventSender, message_id: str, exc: ModelError) -> None:
+def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
     """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
     mark = {"partial": True, "error_code": exc.code}
     persist_assistant_message(rt, turn, message_id, ModelReply(exc.partial, [], "error"), meta=mark)
     sender.emit("text_end", {"message_id": message_id, "content": exc.partial, **mark})
 
 
-def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) -> TurnOutcome:
+def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) -> TurnOutcome:
     """Run one turn. Messages that reach the agent while it runs are drained into its history
     before its next model call (see `execute_tool_calls`); what arrives after the last model call
-    is picked up by the end-of-turn check, `run_completion_poll`."""
+    is picked up by the end-of-turn poller, `poll_completion_notifications`."""
     inject_runtime_user_message(rt, turn, sender)
     limit = rt.settings.max_tool_iterations
     for iteration in range(limit):
@@ -70,14 +67,18 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
 
-def run_completion_poll(rt: Runtime, agent_id: str) -> str | None:
-    """The end-of-turn check, run once after the agent's state left `running`.
+def poll_completion_notifications(rt: TurnRuntime, agent_id: str,
+                                  start_turn: Callable[[str], str | None]) -> str | None:
+    """The one end-of-turn poller, run once after the agent's state left `running`; the new task's id, if any.
 
     Completions (sub-agent and background-command notices) and messages that
     queued up after the turn's last model call are all still in the agent's
-    queue: one follow-up turn takes every one of them, in arrival order, the
-    first N-1 as preceding notices and the last as its trigger. Completions
-    that come later wake the agent themselves when they are queued (the
-    membership sweep's wake is only a safety net).
+    queue: one follow-up turn (`start_turn`, the TurnManager's claim) takes
+    every one of them, in arrival order, the first N-1 into the history as
+    preceding notices and the last as its trigger. Completions that come later
+    wake the agent themselves when they are queued (the membership sweep's
+    wake is only a safety net).
     """
-    return rt.tasks.create_chat_task(agent_id)
+    if not rt.router.has_queued(agent_id):
+        return None
+    return start_turn(agent_id)

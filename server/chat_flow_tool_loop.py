@@ -1,21 +1,33 @@
-"""One tool round: run every tool call of an assistant message and record each result."""
+"""One tool round: run every tool call of an assistant message, record each result, then the inline batch
+(docs/ARCHITECTURE.md, "The path of a completion notice")."""
 
 from __future__ import annotations
 
 import json
 
 from modules.llm import ToolCall
+from modules.multi_agent.message_router import INJECTED_INLINE
 from modules.storage import messages as message_store
 from modules.tools.base import ToolContext
-from server.chat_flow_task_support import inject_runtime_user_message, tool_result_draft, turn_is_ours
-from server.chat_flow_types import ChatTurn
-from server.runtime import Runtime
 from server.sender import EventSender
+from server.turns.context import TurnRuntime
+from server.turns.events import emit_user_messages
+from server.turns.history import tool_result_draft, turn_is_ours
+from server.turns.types import Turn
 
 STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the task before this call ran"}
 
 
-def execute_tool_calls(rt: Runtime, turn: ChatTurn, sender: EventSender, tool_calls: list[ToolCall],
+def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender) -> int:
+    """The inline batch: drain everything queued for the running agent (completion notices of its
+    sub-agents and background commands, messages, questions, answers) into its history, after any
+    tool block, in one transaction, and echo each as a `user_message`. No new task."""
+    drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
+    emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
+    return len(drained)
+
+
+def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_calls: list[ToolCall],
                        *, inline_batch: bool = True) -> None:
     """Run the calls in order; once the turn is stopped, the rest are closed with a cancelled result.
 

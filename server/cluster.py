@@ -58,7 +58,8 @@ class Membership:
         return recovered
 
     def run(self, tasks, commands) -> None:
-        """The loop; never returns. `tasks` is the TaskManager, `commands` the BackgroundCommandManager."""
+        """The loop; never returns. `tasks` is the TurnManager (server/turns/manager.py), `commands` the
+        BackgroundCommandManager."""
         last_beat = last_sweep = last_poll = time.monotonic()
         while True:
             time.sleep(TICK_S)

@@ -1,11 +1,12 @@
-"""The composition root: the services one server process runs with, built once by the app factory."""
+"""The composition root: the services one server process runs with, all built here, in dependency order,
+by one constructor (docs/ARCHITECTURE.md, "Layers"). No member is filled in later; the turn package sees this
+object through its `TurnRuntime` protocol, so it never imports this module."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from modules.agents.profiles import AgentProfile, master_profile
 from modules.agents.services import AgentServices
@@ -13,46 +14,58 @@ from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
-from modules.multi_agent.fast_path import ActiveAgentSessionStore, RoutingSignals
-from modules.multi_agent.message_router import MessageRouter
+from modules.multi_agent.fast_path import RoutingSignals
+from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore, MessageRouter
+from modules.multi_agent.pipeline import INTENT, REWRITER
+from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
-from modules.peer_signals import PeerSignals
+from modules.peer_signals import QUEUED, build_peer_signals
 from modules.storage.db import Database
+from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
 from server.cluster import Membership
 from server.sender import Transport
+from server.suggestions import SuggestionService
 from server.tasks.event_log import EventLog
-
-if TYPE_CHECKING:
-    from server.suggestions import SuggestionService
-    from server.tasks.models import TaskManager
+from server.turns.manager import TurnManager
 
 
-@dataclass
 class Runtime:
-    settings: Settings
-    db: Database
-    model: ChatModel
-    tools: ToolRegistry
-    profiles: dict[str, AgentProfile]
-    agent_states: AgentStates
-    router: MessageRouter
-    sub_agents: SubAgentManager
-    commands: BackgroundCommandManager
-    membership: Membership
-    event_log: EventLog
-    transport: Transport
-    spawn: Callable[..., Any]
-    active_agents: ActiveAgentSessionStore
-    user_questions: UserQuestions
-    signals: RoutingSignals
-    peers: PeerSignals
-    sandbox: Sandbox
-    tasks: TaskManager | None = None
-    services: AgentServices | None = None
-    suggestions: SuggestionService | None = None
+    def __init__(self, *, settings: Settings, db: Database, model: ChatModel, tools: ToolRegistry,
+                 profiles: dict[str, AgentProfile], sandbox: Sandbox, transport: Transport,
+                 spawn: Callable[..., Any], signals: RoutingSignals):
+        self.settings, self.db, self.model, self.tools, self.profiles = settings, db, model, tools, profiles
+        self.sandbox, self.transport, self.spawn, self.signals = sandbox, transport, spawn, signals
+        self.membership = Membership(db, poll_s=settings.peer_poll_s)
+        self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
+        self.event_log = EventLog(db)
+        self.agent_states = AgentStates(db)
+        self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
+                                             {name: p.keywords for name, p in profiles.items()},
+                                             stages=(REWRITER, INTENT, ROUTER))
+        self.active_agents = self.fast_path.store
+        self.user_questions = UserQuestions(SessionStore(db))
+        self.sub_agents = SubAgentManager(db, profiles)
+        # The turn manager reads the router, the commands and the agent services only once turns run; the
+        # router is built with the manager's methods, so it is complete from its first message.
+        self.tasks = TurnManager(self)
+        self.router = MessageRouter(
+            db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
+            wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
+            more_completions_expected=self.tasks.more_completions_expected,
+            notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id))
+        self.commands = BackgroundCommandManager(
+            db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
+            tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
+            log_retention_s=settings.command_log_retention_days * 86400, owner=self.membership.process_id,
+            peers=self.peers)
+        self.services = AgentServices(
+            db=db, settings=settings, router=self.router, states=self.agent_states, sub_agents=self.sub_agents,
+            commands=self.commands, profiles=profiles, user_questions=self.user_questions,
+            expect_turn=self.tasks.expect_turn, terminate_agent=self.tasks.terminate_agent)
+        self.suggestions = SuggestionService(model, settings, signals, self.event_log, transport, spawn)
 
     @property
     def master(self) -> AgentProfile:

@@ -13,7 +13,8 @@ from flask_socketio import SocketIO, join_room
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.storage import agents as agent_store
-from server.api.context import owned_conversation, owned_task
+from server import work_control
+from server.api.context import owned_conversation
 from server.api.request_models import SendMessageBody, validation_context
 from server.api.validation import validated
 from server.auth import Authenticator, bearer_token
@@ -94,9 +95,7 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
     @socketio.on("stop_task")
     @acked
     def on_stop(data: Any):
-        task = owned_task(data.get("task_id") if isinstance(data, dict) else None, user_id())
-        if not rt.tasks.stop(task.id):
-            raise ApiError(409, "task_not_running", f"task {task.id} is already {task.status}")
+        task = work_control.stop_task(data.get("task_id") if isinstance(data, dict) else None, user_id())
         return {"success": True, "task_id": task.id, "stopping": True}
 
     @socketio.on(UNDECODABLE_EVENT)

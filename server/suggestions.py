@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
+from modules.config import Settings
+from modules.llm import ChatModel
+from modules.multi_agent.fast_path import RoutingSignals
 from modules.suggestions import generate_suggestions
-from server.runtime import Runtime
-from server.sender import TaskEventSender
+from server.sender import TaskEventSender, Transport
+from server.tasks.event_log import EventLog
 
 log = logging.getLogger(__name__)
 
 
 class SuggestionService:
-    def __init__(self, rt: Runtime):
-        self._rt = rt
+    def __init__(self, model: ChatModel, settings: Settings, signals: RoutingSignals, event_log: EventLog,
+                 transport: Transport, spawn: Callable[..., Any]):
+        self._model, self._settings, self._signals = model, settings, signals
+        self._event_log, self._transport, self._spawn = event_log, transport, spawn
         self._lock = threading.Lock()
         self._generation: dict[str, int] = {}
 
@@ -30,22 +37,21 @@ class SuggestionService:
                  user_message: str, reply: str) -> None:
         with self._lock:
             generation = self._generation.get(conversation_id, 0)
-        self._rt.spawn(self._run, task_id, conversation_id, agent_id, reply_message_id, user_message, reply,
+        self._spawn(self._run, task_id, conversation_id, agent_id, reply_message_id, user_message, reply,
                        generation)
 
     def _run(self, task_id: str, conversation_id: str, agent_id: str, reply_message_id: str, user_message: str,
              reply: str, generation: int) -> None:
-        rt = self._rt
         try:
-            questions = generate_suggestions(rt.model, rt.settings.stage_model("suggest") or None, user_message,
-                                             reply, rt.signals.quick_actions())
+            questions = generate_suggestions(self._model, self._settings.stage_model("suggest") or None,
+                                             user_message, reply, self._signals.quick_actions())
         except Exception:
             log.exception("suggestions failed")
             return
         with self._lock:
             if not questions or self._generation.get(conversation_id, 0) != generation:
                 return
-        TaskEventSender(rt.event_log, rt.transport, task_id=task_id, conversation_id=conversation_id,
+        TaskEventSender(self._event_log, self._transport, task_id=task_id, conversation_id=conversation_id,
                         agent_id=agent_id).emit("suggestions", {"questions": questions,
                                                                 "message_id": reply_message_id})
-        rt.event_log.forget(task_id)  # the task has ended: its log needs no cached state
+        self._event_log.forget(task_id)  # the task has ended: its log needs no cached state

@@ -1,8 +1,9 @@
-"""Where a user's message goes (README, "Architecture"), decided at the top of every message, in order:
+"""Where a user's message goes (docs/ARCHITECTURE.md), decided at the top of every message, in order:
 
 1. an agent of the conversation waits in `ask_user`: the message answers it (`hil`);
-2. an active agent is recorded and the rules say the message goes on with it (`follow_up.judge`:
-   a continuation, or a follow-up tied to what that agent last said): straight to it (`fast_path`);
+2. an active agent is recorded and the fast path (`ActiveAgentFastPath.decide` in
+   modules/multi_agent/message_router.py, with the rules of `follow_up.judge`) says the message goes on with
+   it (a continuation, or a follow-up tied to what that agent last said): straight to it (`fast_path`);
    a business sub-agent directly, the master without routing stages; an active intent stage is
    re-run on a continuation then dispatched; an active rewriting or routing stage means the full
    pipeline;
@@ -16,12 +17,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from modules.multi_agent.follow_up import Verdict, domain_terms, judge
-from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
-from modules.multi_agent.routing_stage import ROUTER, route_in_one_request
+from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
+from modules.multi_agent import agent_state
+from modules.multi_agent.pipeline import INTENT, recognize_intent, rewrite_query
+from modules.multi_agent.routing_stage import route_in_one_request
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import messages as message_store
-from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Conversation
 from modules.sub_agent.manager import SubAgentError
 from server.errors import ApiError
@@ -61,30 +62,15 @@ class UserMessageRouting:
             return RouteDecision(HIL, target, chosen.question_id)
         if question_id:
             raise ApiError(409, "stale_question", f"question {question_id} is not pending")
-        master = next(a for a in agents if a.kind == "master")
-        active = rt.active_agents.get_active_agent(conv.id)
-        if active == INTENT and rt.signals.is_continuation(message):
+        master = next(a for a in agents if a.kind == MASTER_KIND)
+        if rt.active_agents.get_active_agent(conv.id) == INTENT and rt.signals.is_continuation(message):
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
                                  reason="continuation")
-        target = None
-        if active and active not in (REWRITER, INTENT, ROUTER):
-            target = master if active == master.display_name else next(
-                (a for a in agents if a.display_name == active and a.kind == "sub_agent" and not a.terminated), None)
-        verdict = self.verdict(target, message) if target is not None else None
-        if target is not None and verdict.continues:
-            return RouteDecision(FAST_PATH, target, reason=verdict.reason)
-        decision = self._pipeline(conv, agents, master, message, target)
-        return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten,
-                             reason=verdict.reason if verdict else "no active agent")
-
-    def verdict(self, target: Agent, message: str) -> Verdict:
-        """The fast path's rules for `message` against what `target` (the active agent) last said."""
-        rt = self._rt
-        own, foreign = domain_terms({name: p.keywords for name, p in rt.profiles.items()}, target.role)
-        reply = message_store.last_reply(rt.db, target.id)
-        offered = task_store.offered_suggestions(rt.db, reply.task_id, reply.message_id) \
-            if reply is not None and reply.task_id else []
-        return judge(rt.signals, message, reply.text if reply else None, own, foreign, tuple(offered))
+        fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/message_router.py
+        if fast.taken:
+            return RouteDecision(FAST_PATH, fast.target, reason=fast.reason)
+        decision = self._pipeline(conv, agents, master, message, fast.target)
+        return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten, reason=fast.reason)
 
     def check_question(self, conv: Conversation, agents: list[Agent], question_id: str) -> None:
         """409 `stale_question` at once when the question a send names is not pending."""
@@ -97,7 +83,7 @@ class UserMessageRouting:
         """ask_user calls blocked in this process, then those recorded by others (their agent waiting)."""
         found = {w.question_id: OpenQuestion(w.agent_id, w.question_id, w.since)
                  for w in self._rt.router.waiting_for_user([a.id for a in agents])}
-        waiting = {a.id for a in agents if a.state == "waiting"}
+        waiting = {a.id for a in agents if a.state == agent_state.WAITING}
         for q in self._rt.user_questions.list(conv.id):
             if q.question_id not in found and q.agent_id in waiting:
                 found[q.question_id] = q
@@ -134,7 +120,7 @@ class UserMessageRouting:
         """The master, or the newest live sub-agent of the role (created when there is none)."""
         if role == master.role:
             return master
-        live = [a for a in agents if a.role == role and a.kind == "sub_agent" and not a.terminated]
+        live = [a for a in agents if a.role == role and a.kind == SUB_AGENT_KIND and not a.terminated]
         if live:
             return live[-1]
         try:

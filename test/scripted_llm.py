@@ -13,154 +13,41 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-# A step never holds a model call open longer than this, so a forgotten event cannot
-# wedge a test run.
-MAX_WAIT_S = 30.0
+from test.scripted_steps import (  # re-exported: tests import the script's builders from here
+    MAX_WAIT_S,
+    STAGE_MARKERS,
+    DynamicStep,
+    ErrorStep,
+    HangStep,
+    Match,
+    Step,
+    TextStep,
+    ToolCallsStep,
+    broken_stream,
+    dynamic,
+    error,
+    hang,
+    is_stage_request,
+    match_last_user,
+    match_model,
+    match_system,
+    stage_default,
+    text,
+    text_of,
+    tool_calls,
+)
 
-
-@dataclass(frozen=True)
-class TextStep:
-    content: str
-    chunk_size: int = 4
-    delay_s: float = 0.0
-    wait: threading.Event | None = None
-    drop: bool = False  # cut the connection after the content, before finish_reason/[DONE]
-
-
-@dataclass(frozen=True)
-class ToolCallsStep:
-    calls: tuple[tuple[str, str], ...]  # (name, raw JSON arguments)
-    text: str = ""
-    delay_s: float = 0.0
-    wait: threading.Event | None = None
-
-
-@dataclass(frozen=True)
-class ErrorStep:
-    status: int
-    message: str = "scripted error"
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True)
-class HangStep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class DynamicStep:
-    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep]
-
-
-Step = TextStep | ToolCallsStep | ErrorStep | HangStep | DynamicStep
-Match = Callable[[dict], bool]
-
-
-def text(content: str, *, chunk_size: int = 4, delay_s: float = 0.0, wait: threading.Event | None = None) -> TextStep:
-    """Stream `content` in `chunk_size`-character deltas, `delay_s` apart, then finish with "stop".
-
-    With `wait`, the server holds the call open until the event is set (at most MAX_WAIT_S).
-    """
-    return TextStep(content, max(1, chunk_size), delay_s, wait)
-
-
-def broken_stream(content: str, *, chunk_size: int = 4) -> TextStep:
-    """Stream `content`, then drop the connection mid-response (a network failure after partial output)."""
-    return TextStep(content, max(1, chunk_size), drop=True)
-
-
-def tool_calls(
-    *calls: tuple[str, dict | str],
-    text: str = "",
-    delay_s: float = 0.0,
-    wait: threading.Event | None = None,
-) -> ToolCallsStep:
-    """Answer with tool calls; dict arguments are JSON-dumped, str arguments are sent verbatim (may be malformed).
-
-    Ids are `call_<n>`, numbered across the server's life (see RecordedRequest.tool_call_ids);
-    each call's arguments are streamed in several pieces, like the real API.
-    """
-    raw = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls)
-    return ToolCallsStep(raw, text, delay_s, wait)
-
-
-def error(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorStep:
-    """Answer with an HTTP error in OpenAI's JSON shape, with a Retry-After header if given."""
-    return ErrorStep(status, message, retry_after)
-
-
-def hang(seconds: float) -> HangStep:
-    """Accept the request, send nothing for `seconds`, then drop the connection."""
-    return HangStep(seconds)
-
-
-def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
-    """Build the reply from the request body when it arrives (e.g. to answer a question id it carries)."""
-    return DynamicStep(build)
-
-
-STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent", "You are RoutingAgent",
-                 "You suggest what the user may want to say next")
-
-
-def is_stage_request(body: dict) -> bool:
-    """A pipeline-stage or suggestion call (not an agent's turn)."""
-    system = next((m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "system"), None)
-    return system is not None and any(marker in _text_of(system) for marker in STAGE_MARKERS)
-
-
-def stage_default(body: dict) -> TextStep:
-    """What a stage gets unless a test scripts it: the rewrite echoes the message, intent picks the
-    master, suggestions are empty. Tests that care script stages with an explicit `match`."""
-    system = _text_of(next(m for m in body["messages"] if m.get("role") == "system"))
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    last = _text_of(users[-1]) if users else ""
-    if "QueryRewritingAgent" in system:
-        return text(last.rpartition("Latest message:")[2].strip() or last)
-    if "IntentRecognitionAgent" in system:
-        return text('{"agent": "MasterAgent"}')
-    if "RoutingAgent" in system:
-        query = last.rpartition("Latest message:")[2].strip() or last
-        return text(json.dumps({"query": query, "agent": "MasterAgent"}, ensure_ascii=False))
-    return text('{"questions": []}')
-
-
-def _text_of(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
-
-
-def match_system(substr: str) -> Match:
-    """True when the request's first system message contains `substr`."""
-
-    def match(body: dict) -> bool:
-        system = next((m for m in body.get("messages", []) if m.get("role") == "system"), None)
-        return system is not None and substr in _text_of(system)
-
-    return match
-
-
-def match_last_user(substr: str) -> Match:
-    """True when the request's last user message contains `substr`."""
-
-    def match(body: dict) -> bool:
-        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-        return bool(users) and substr in _text_of(users[-1])
-
-    return match
-
-
-def match_model(name: str) -> Match:
-    """True when the request asks for model `name`."""
-    return lambda body: body.get("model") == name
-
+__all__ = [
+    "ScriptedLLMServer", "RecordedRequest", "MAX_WAIT_S", "TextStep", "ToolCallsStep", "ErrorStep",
+    "HangStep", "DynamicStep", "Step", "Match", "text", "broken_stream", "tool_calls", "error", "hang",
+    "dynamic", "STAGE_MARKERS", "is_stage_request", "stage_default", "match_system", "match_last_user",
+    "match_model",
+]
 
 @dataclass
 class RecordedRequest:
@@ -308,7 +195,7 @@ def _safe_match(match: Match, body: dict) -> bool:
 def _describe(body: dict) -> str:
     messages = body.get("messages") or [{}]
     last = messages[-1] if isinstance(messages[-1], dict) else {}
-    return f"{body.get('model')}: {last.get('role')} {_text_of(last)[:60]!r}"
+    return f"{body.get('model')}: {last.get('role')} {text_of(last)[:60]!r}"
 
 
 class _Handler(BaseHTTPRequestHandler):

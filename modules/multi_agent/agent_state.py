@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from modules.storage import agents as agent_store
 from modules.storage.db import Database
-from modules.storage.models import Agent
-from modules.storage.records import now
 
 IDLE, RUNNING, WAITING, COMPLETED = "idle", "running", "waiting", "completed"
 STATES = (IDLE, RUNNING, WAITING, COMPLETED)
@@ -60,8 +58,7 @@ class AgentStates:
                 if notify:
                     self.announce(change)
                 return change
-            with self._db.read() as s:
-                agent = s.get(Agent, agent_id)
+            agent = agent_store.get_agent(self._db, agent_id)
             if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
                 return None
         return None
@@ -73,18 +70,13 @@ class AgentStates:
         row the caller saw."""
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
-        agent = s.get(Agent, agent_id, populate_existing=True)
+        agent = agent_store.reread_in(s, agent_id)
         if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
             return None
         if version is not None and agent.version != version:
             return None
         previous, version = agent.state, agent.version
-        won = s.execute(
-            update(Agent).where(Agent.id == agent_id, Agent.version == version)
-            .values(state=to_state, version=version + 1, updated_at=now())
-            .execution_options(synchronize_session=False)
-        ).rowcount == 1
-        if not won:
+        if not agent_store.set_state_in(s, agent_id, version, to_state):
             return None
         return StateChange(agent.id, agent.conversation_id, agent.display_name, previous, to_state)
 

@@ -1,4 +1,5 @@
-"""The fast path's two halves: which agent reasoned last, and the word lists that say a message merely continues.
+"""The word lists of the fast path, which say a message merely continues; the fast path itself (who reasoned last,
+and the decision) is in modules/multi_agent/message_router.py.
 
 `RoutingSignals` holds the configurable lists (`ROUTING_SIGNALS`, else the built-in
 `default_routing_signals.toml`); `continuation` decides on words alone, `follow_up`
@@ -14,14 +15,13 @@ from pathlib import Path
 
 from modules.config import read_toml
 from modules.multi_agent.continuation import is_continuation_text, normalise, unit_set, units
-from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SIGNALS_FILE = Path(__file__).resolve().parent / "default_routing_signals.toml"
 OPTIONAL_LISTS = ("fillers", "action", "reference", "new_request", "attribute_prefix")
 
-__all__ = ["ActiveAgentSessionStore", "RoutingSignals", "SignalsError", "load_routing_signals", "normalise"]
+__all__ = ["RoutingSignals", "SignalsError", "load_routing_signals", "normalise"]
 
 
 class SignalsError(ValueError):
@@ -75,35 +75,3 @@ def load_routing_signals(path: Path | None) -> RoutingSignals:
             raise SignalsError(f"{path}: field `{name}` must be a list of strings")
         lists[name] = words
     return RoutingSignals.of(**lists)
-
-
-class ActiveAgentSessionStore:
-    """The agent that reasoned last, per conversation, in the shared session store.
-
-    Key `{conversation_id}:router`, field `activeAgent`, kept in the database so
-    every server process sees it. Any failure reads as "no active agent" (the
-    caller then takes the full pipeline) and is logged, never raised.
-    """
-
-    FIELD = "activeAgent"
-
-    def __init__(self, store: SessionStore):
-        self._store = store
-
-    @staticmethod
-    def key(conversation_id: str) -> str:
-        return f"{conversation_id}:router"
-
-    def get_active_agent(self, conversation_id: str) -> str | None:
-        try:
-            value = self._store.get(self.key(conversation_id), self.FIELD)
-        except Exception as exc:
-            log.warning("session store unreadable, taking the full pipeline: %s", exc)
-            return None
-        return value.get("agentName") if isinstance(value, dict) else None
-
-    def set_active_agent(self, conversation_id: str, agent_name: str) -> None:
-        try:
-            self._store.set(self.key(conversation_id), self.FIELD, {"agentName": agent_name})
-        except Exception as exc:
-            log.warning("could not record the active agent %s: %s", agent_name, exc)

@@ -1,4 +1,4 @@
-"""Receiver-decided message routing over durable per-agent queues (README, "Architecture").
+"""Receiver-decided message routing over durable per-agent queues (docs/ARCHITECTURE.md).
 
 Every message to an agent (a user's message, a task, a question, an answer, a
 completion notice) is first committed to the receiver's queue. Then the
@@ -27,103 +27,40 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Row, select
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent import agent_state
+from modules.multi_agent.fast_path import RoutingSignals
+from modules.multi_agent.follow_up import Verdict, domain_terms, judge
+from modules.multi_agent.pending import (
+    INJECTED_INLINE,
+    MESSAGE_TYPES,
+    QUEUED,
+    RESOLVED,
+    TRIGGERED_NEW_TURN,
+    PendingMessage,
+    RouteError,
+    RouteResult,
+    history_draft,
+    history_text,
+)
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
+from modules.storage import tasks as task_store
 from modules.storage import unrouted
 from modules.storage.db import Database
-from modules.storage.messages import MessageDraft
-from modules.storage.models import Agent, Message, PendingMessageRow
-from modules.storage.records import new_id, now
+from modules.storage.models import Agent, Message
+from modules.storage.records import ask_consumer, now
+from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
-RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
-QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
-MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
-
-
-class RouteError(ValueError):
-    """The message cannot be delivered (unknown or terminated receiver)."""
-
-
-@dataclass(frozen=True)
-class PendingMessage:
-    id: str
-    conversation_id: str
-    source_display_name: str
-    source_agent_id: str | None
-    target_agent_id: str
-    type: str
-    content: str
-    question_id: str | None = None
-    created_at: float = field(default_factory=now)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def new(cls, *, conversation_id: str, target_agent_id: str, type: str, content: str,
-            source_display_name: str, source_agent_id: str | None = None, question_id: str | None = None,
-            meta: dict[str, Any] | None = None, id: str | None = None) -> PendingMessage:
-        if type not in MESSAGE_TYPES:
-            raise ValueError(f"unknown message type {type!r}")
-        return cls(id=id or new_id(), conversation_id=conversation_id, source_display_name=source_display_name,
-                   source_agent_id=source_agent_id, target_agent_id=target_agent_id, type=type, content=content,
-                   question_id=question_id, meta=dict(meta or {}))
-
-    @classmethod
-    def from_row(cls, row: PendingMessageRow | Row) -> PendingMessage:
-        return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
-                   source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
-                   content=row.content, question_id=row.question_id, created_at=row.created_at,
-                   meta=dict(row.meta or {}))
-
-    def row_values(self) -> dict[str, Any]:
-        """Its `PendingMessageRow` columns, for the queue's batched insert."""
-        return dict(
-            id=self.id, conversation_id=self.conversation_id, target_agent_id=self.target_agent_id,
-            source_agent_id=self.source_agent_id, source_display_name=self.source_display_name, type=self.type,
-            content=self.content, question_id=self.question_id, meta=self.meta, created_at=self.created_at,
-        )
-
-    @property
-    def source(self) -> str:
-        """The `user_message` source: user, sub_agent, background_command, agent_message or guidance."""
-        return self.meta.get("source", "agent_message")
-
-
-@dataclass(frozen=True)
-class RouteResult:
-    delivery: str
-    task_id: str | None = None
-
-
-def history_text(msg: PendingMessage) -> str:
-    """How a queued message reads in its receiver's history: who sent it, and the id to answer with."""
-    if msg.source == "user" and msg.meta.get("rewritten_query"):
-        return f"{msg.content}\n\n[Understood as: {msg.meta['rewritten_query']}]"
-    if msg.source in ("user", "sub_agent", "background_command") or msg.type == "task":
-        return msg.content
-    if msg.type == "ask":
-        return (f"[Question {msg.question_id} from {msg.source_display_name}] {msg.content}\n"
-                f"(Reply with your answer tool, question_id={msg.question_id}.)")
-    if msg.type == "answer":
-        return f"[Answer to {msg.question_id} from {msg.source_display_name}] {msg.content}"
-    return f"[Message from {msg.source_display_name}] {msg.content}"
-
-
-def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
-    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility", "routed")}
-    meta.update(source=msg.source, visibility=msg.meta.get("visibility", "chat"), starts_work=starts_work,
-                message_type=msg.type, from_agent=msg.source_display_name)
-    if msg.question_id:
-        meta["question_id"] = msg.question_id
-    return MessageDraft(role="user", content=history_text(msg), meta=meta, message_id=msg.id)
-
+__all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_NEW_TURN", "ActiveAgentFastPath",
+           "ActiveAgentSessionStore", "AskWaiter", "MessageRouter", "PendingMessage", "RouteError", "RouteResult",
+           "history_draft", "history_text"]
 
 @dataclass
 class AskWaiter:
@@ -155,7 +92,16 @@ class MessageRouter:
     costs one turn, not one each; the last completion of all wakes the agent at once."""
 
     def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
-                 max_settle_s: float = 0.5, rescan_s: float = 1.0):
+                 max_settle_s: float = 0.5, rescan_s: float = 1.0,
+                 wake: Callable[[str], str | None] = lambda agent_id: None,
+                 active_task_of: Callable[[str], str | None] = lambda agent_id: None,
+                 more_completions_expected: Callable[[str], bool] = lambda agent_id: True,
+                 notify_peers: Callable[[str], None] = lambda agent_id: None):
+        """The server passes, at construction: `wake` (start a turn for an idle agent with queued messages;
+        its task id), `active_task_of` (the id of an agent's task in progress), `more_completions_expected`
+        (its commands or sub-agents still run: only then is a notice worth holding back for the rest of its
+        wave) and `notify_peers` (tell the other server processes that a waiting agent has a queued message:
+        its blocked ask may run there; they call `on_peer_queued`). The defaults serve a router alone."""
         self._db = db
         # A blocked ask also looks in its queue this often, for an answer that another server process
         # queued and whose signal (`notify_peers`) it missed.
@@ -166,16 +112,10 @@ class MessageRouter:
         self._last_notice: dict[str, float] = {}
         self._waiters: dict[str, AskWaiter] = {}
         self._lock = threading.Lock()
-        # Wired by the server: start a turn for an idle agent with queued messages (returns its task id),
-        # and the id of an agent's task in progress.
-        self.wake: Callable[[str], str | None] = lambda agent_id: None
-        self.active_task_of: Callable[[str], str | None] = lambda agent_id: None
-        # Whether completions may still come for the agent (its commands or sub-agents still run):
-        # only then is a notice worth holding back for the rest of its wave.
-        self.more_completions_expected: Callable[[str], bool] = lambda agent_id: True
-        # Tell the other server processes that a waiting agent has a queued message: its blocked ask
-        # may run there. They call `on_peer_queued`.
-        self.notify_peers: Callable[[str], None] = lambda agent_id: None
+        self.wake = wake
+        self.active_task_of = active_task_of
+        self.more_completions_expected = more_completions_expected
+        self.notify_peers = notify_peers
 
     # -- sending ---------------------------------------------------------
     def route_message(self, target_agent_id: str, message: PendingMessage) -> RouteResult:
@@ -185,7 +125,7 @@ class MessageRouter:
         with self._db.write() as s:
             # The receiver's row is share-locked while the message is queued: a termination (which discards
             # the queue) commits either before, and the sender hears it, or after, and takes this along.
-            agent = s.scalars(select(Agent).where(Agent.id == target_agent_id).with_for_update(read=True)).first()
+            agent = agent_store.lock_for_queueing_in(s, target_agent_id)
             if agent is None:
                 raise RouteError(f"no agent {target_agent_id}")
             if agent.terminated:
@@ -207,8 +147,7 @@ class MessageRouter:
         """Queue a user message held for routing (`storage.unrouted`) for the receiver it now names, then
         deliver it as `route_message` does; None when another process released it first."""
         with self._db.write() as s:
-            agent = s.scalars(select(Agent).where(Agent.id == message.target_agent_id)
-                              .with_for_update(read=True)).first()
+            agent = agent_store.lock_for_queueing_in(s, message.target_agent_id)
             if agent is None or agent.terminated:
                 raise RouteError(f"{agent.display_name if agent else message.target_agent_id} takes no more messages")
             released = unrouted.release_in(s, message.id, dict(
@@ -364,7 +303,7 @@ class MessageRouter:
 
         The ask may end (timeout, stop) while its answer is being taken; then the message goes back to
         the queue, where the agent's next drain (or turn) finds it, and the caller delivers it as usual."""
-        consumed_by = f"ask:{waiter.question_id}"
+        consumed_by = ask_consumer(waiter.question_id)
         with self._db.write() as s:
             taken = queue.take_in(s, message.id, consumed_by=consumed_by)
         if taken is None:
@@ -379,3 +318,81 @@ class MessageRouter:
         # Delivered afresh by the receiver's state now: its turn may have ended meanwhile, with nothing
         # queued at its end-of-turn check, or a new ask may be waiting for exactly this.
         return self.deliver(message).delivery == RESOLVED
+
+
+# -- the active-agent fast path (docs/ARCHITECTURE.md, "Where is the fast path decided") -------------------
+class ActiveAgentSessionStore:
+    """The agent that reasoned last, per conversation, in the shared session store.
+
+    Key `{conversation_id}:router`, field `activeAgent`, kept in the database so
+    every server process sees it. Any failure reads as "no active agent" (the
+    caller then takes the full pipeline) and is logged, never raised.
+    """
+
+    FIELD = "activeAgent"
+
+    def __init__(self, store: SessionStore):
+        self._store = store
+
+    @staticmethod
+    def key(conversation_id: str) -> str:
+        return f"{conversation_id}:router"
+
+    def get_active_agent(self, conversation_id: str) -> str | None:
+        try:
+            value = self._store.get(self.key(conversation_id), self.FIELD)
+        except Exception as exc:
+            log.warning("session store unreadable, taking the full pipeline: %s", exc)
+            return None
+        return value.get("agentName") if isinstance(value, dict) else None
+
+    def set_active_agent(self, conversation_id: str, agent_name: str) -> None:
+        try:
+            self._store.set(self.key(conversation_id), self.FIELD, {"agentName": agent_name})
+        except Exception as exc:
+            log.warning("could not record the active agent %s: %s", agent_name, exc)
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """The fast path's answer for one user message: the active agent it would go to (None: no active agent
+    the fast path can reach) and the rules' verdict on it."""
+
+    active: str | None
+    target: Agent | None
+    verdict: Verdict | None
+
+    @property
+    def taken(self) -> bool:
+        return self.target is not None and self.verdict is not None and self.verdict.continues
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason if self.verdict is not None else "no active agent"
+
+
+class ActiveAgentFastPath:
+    """Decides whether a user's message goes straight to the agent that reasoned last (`decide`), from the
+    store of who that is (`store`) and the rules of modules/multi_agent/follow_up.py. `stages` are the names of
+    routing stages that may be recorded as active: they are no agent, so never a fast-path target."""
+
+    def __init__(self, db: Database, store: ActiveAgentSessionStore, signals: RoutingSignals,
+                 keywords: dict[str, tuple[str, ...]], stages: tuple[str, ...]):
+        self._db, self.store, self._signals, self._keywords, self._stages = db, store, signals, keywords, stages
+
+    def decide(self, conversation_id: str, agents: list[Agent], message: str) -> FastPath:
+        active = self.store.get_active_agent(conversation_id)
+        target = None
+        if active and active not in self._stages:
+            master = next(a for a in agents if a.kind == MASTER_KIND)
+            target = master if active == master.display_name else next(
+                (a for a in agents if a.display_name == active and a.kind == SUB_AGENT_KIND and not a.terminated), None)
+        return FastPath(active, target, self.verdict(target, message) if target is not None else None)
+
+    def verdict(self, target: Agent, message: str) -> Verdict:
+        """The fast path's rules for `message` against what `target` (the active agent) last said."""
+        own, foreign = domain_terms(self._keywords, target.role)
+        reply = message_store.last_reply(self._db, target.id)
+        offered = task_store.offered_suggestions(self._db, reply.task_id, reply.message_id) \
+            if reply is not None and reply.task_id else []
+        return judge(self._signals, message, reply.text if reply else None, own, foreign, tuple(offered))

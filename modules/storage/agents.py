@@ -1,11 +1,13 @@
-"""Agent rows: lookups. State changes go through modules.multi_agent.agent_state only."""
+"""Agent rows: every query of them. State changes are decided by modules.multi_agent.agent_state only."""
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import Agent
+from modules.storage.records import now
 
 
 def list_agents(db: Database, conversation_id: str) -> list[Agent]:
@@ -41,3 +43,60 @@ def find_agent(db: Database, conversation_id: str, ref: str) -> Agent | None:
 def list_agents_in_states(db: Database, states: tuple[str, ...]) -> list[Agent]:
     with db.read() as s:
         return list(s.scalars(select(Agent).where(Agent.state.in_(states))))
+
+
+def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
+    """Whether the agent is terminated, its row locked against a termination until the caller commits
+    (key-share: a claim and a queueing may hold it together); None for no such agent."""
+    return session.scalars(select(Agent.terminated).where(Agent.id == agent_id)
+                           .with_for_update(key_share=True)).first()
+
+
+def lock_for_queueing_in(session: Session, agent_id: str) -> Agent | None:
+    """The agent, its row share-locked while a message is queued for it: a termination (which discards the
+    queue) commits either before, and the sender hears it, or after, and takes the message along."""
+    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(read=True)).first()
+
+
+def count_with_role(db: Database, conversation_id: str, role: str) -> int:
+    with db.read() as s:
+        return s.scalar(select(func.count()).select_from(Agent).where(
+            Agent.conversation_id == conversation_id, Agent.role == role))
+
+
+def insert_agent(db: Database, agent: Agent) -> None:
+    """Raises IntegrityError when its display name is taken in the conversation."""
+    with db.write() as s:
+        s.add(agent)
+
+
+def list_of_kind(db: Database, conversation_id: str, kind: str) -> list[Agent]:
+    with db.read() as s:
+        return list(s.scalars(select(Agent).where(Agent.conversation_id == conversation_id, Agent.kind == kind)
+                              .order_by(Agent.created_at)))
+
+
+def has_child_in_states(db: Database, parent_id: str, states: tuple[str, ...]) -> bool:
+    with db.read() as s:
+        return s.scalars(select(Agent.id).where(Agent.parent_id == parent_id, Agent.state.in_(states))
+                         .limit(1)).first() is not None
+
+
+def mark_terminated_in(session: Session, agent_id: str, kind: str) -> bool:
+    """Terminate a live agent of this kind by compare-and-set; False when it was terminated already."""
+    return session.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == kind, Agent.terminated.is_(False))
+                           .values(terminated=True, updated_at=now())).rowcount == 1
+
+
+def set_state_in(session: Session, agent_id: str, version: int, state: str) -> bool:
+    """Compare-and-set of an agent's state on its version (modules/multi_agent/agent_state.py decides which)."""
+    return session.execute(
+        update(Agent).where(Agent.id == agent_id, Agent.version == version)
+        .values(state=state, version=version + 1, updated_at=now())
+        .execution_options(synchronize_session=False)
+    ).rowcount == 1
+
+
+def reread_in(session: Session, agent_id: str) -> Agent | None:
+    """The agent as the caller's transaction sees it now (not as its session cached it)."""
+    return session.get(Agent, agent_id, populate_existing=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from modules.storage.db import Database
 from modules.storage.models import SessionEntry
@@ -26,25 +26,22 @@ class SessionStore:
             return {row.field: row.value for row in s.scalars(select(SessionEntry).where(SessionEntry.key == key))}
 
     def set(self, key: str, field: str, value: Any) -> None:
-        """Upsert written portably: update first, insert when no row, retry once on a race."""
-        for _ in range(2):
-            with self._db.write() as s:
-                changed = s.execute(
-                    update(SessionEntry).where(SessionEntry.key == key, SessionEntry.field == field)
-                    .values(value=value, updated_at=now())
-                ).rowcount
-                if changed:
-                    return
-            try:
-                with self._db.write() as s:
-                    s.add(SessionEntry(key=key, field=field, value=value, updated_at=now()))
-                return
-            except IntegrityError:
-                continue
-        raise RuntimeError(f"session store could not write {key}/{field}")
+        """One statement, the database's own upsert: no read first, so no race to retry."""
+        row = {"key": key, "field": field, "value": value, "updated_at": now()}
+        with self._db.write() as s:
+            s.execute(_upsert(self._db.dialect, row))
 
     def delete(self, key: str, field: str) -> None:
         with self._db.write() as s:
             row = s.get(SessionEntry, (key, field))
             if row is not None:
                 s.delete(row)
+
+
+def _upsert(dialect: str, row: dict[str, Any]):
+    """INSERT ... ON CONFLICT DO UPDATE (PostgreSQL, SQLite) or ON DUPLICATE KEY UPDATE (MySQL, MariaDB)."""
+    changes = {"value": row["value"], "updated_at": row["updated_at"]}
+    if dialect in ("mysql", "mariadb"):
+        return mysql.insert(SessionEntry).values(row).on_duplicate_key_update(changes)
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return insert(SessionEntry).values(row).on_conflict_do_update(index_elements=["key", "field"], set_=changes)

@@ -11,8 +11,11 @@ from modules.storage.db import Database
 from modules.storage.models import Task, TaskEvent
 from modules.storage.records import new_id, now
 
-ACTIVE_STATUSES = ("pending", "running")
-FINAL_STATUSES = ("succeeded", "failed", "stopped")
+# A task's states: one constant each (docs/ARCHITECTURE.md, "Where each mechanism lives").
+PENDING, RUNNING = "pending", "running"
+SUCCEEDED, FAILED, STOPPED = "succeeded", "failed", "stopped"
+ACTIVE_STATUSES = (PENDING, RUNNING)
+FINAL_STATUSES = (SUCCEEDED, FAILED, STOPPED)
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
@@ -21,7 +24,7 @@ def create_task_in(session: Session, *, conversation_id: str, agent_id: str, tas
     """A pending task, written inside the caller's transaction (with its trigger message)."""
     task = Task(
         id=task_id or new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
-        status="pending", trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
+        status=PENDING, trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
         created_at=now(),
     )
     session.add(task)
@@ -58,7 +61,7 @@ def set_task_status_in(session: Session, task_id: str, status: str, *, error: di
                        expected: tuple[str, ...] | None = None, owner: str | None = None) -> bool:
     """Compare-and-set inside the caller's transaction; with `owner`, only a task that process owns."""
     values: dict[str, Any] = {"status": status}
-    if status == "running":
+    if status == RUNNING:
         values["started_at"] = now()
     if status in FINAL_STATUSES:
         values["finished_at"] = now()
@@ -143,3 +146,8 @@ def offered_suggestions(db: Database, task_id: str, reply_message_id: str | None
             if isinstance(data, dict) and data.get("message_id") == reply_message_id:
                 return [q for q in data.get("questions") or [] if isinstance(q, str)]
     return []
+
+
+def reread_in(session: Session, task_id: str) -> Task | None:
+    """The task as the caller's transaction sees it now (not as its session cached it)."""
+    return session.get(Task, task_id, populate_existing=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
+from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.models import Agent
@@ -64,16 +64,13 @@ class SubAgentManager:
         if profile is None or profile.kind != SUB_AGENT_KIND:
             raise SubAgentError(f"unknown role {role!r}; available roles: {', '.join(self.roles()) or 'none'}")
         for _ in range(5):
-            with self._db.read() as s:
-                count = s.scalar(select(func.count()).select_from(Agent).where(
-                    Agent.conversation_id == parent.conversation_id, Agent.role == role))
+            count = agent_store.count_with_role(self._db, parent.conversation_id, role)
             ts = now()
             agent = Agent(id=new_id(), conversation_id=parent.conversation_id, display_name=f"{role}_{count + 1}",
                           role=role, kind=SUB_AGENT_KIND, parent_id=parent.id, state=agent_state.IDLE, version=0,
                           task=task, terminated=False, created_at=ts, updated_at=ts)
             try:
-                with self._db.write() as s:
-                    s.add(agent)
+                agent_store.insert_agent(self._db, agent)
                 return agent
             except IntegrityError:
                 continue  # another call took this number; count again
@@ -90,18 +87,13 @@ class SubAgentManager:
         )
 
     def list(self, conversation_id: str) -> list[Agent]:
-        with self._db.read() as s:
-            return list(s.scalars(select(Agent).where(Agent.conversation_id == conversation_id,
-                                                      Agent.kind == SUB_AGENT_KIND).order_by(Agent.created_at)))
+        return agent_store.list_of_kind(self._db, conversation_id, SUB_AGENT_KIND)
 
     def running(self, conversation_id: str) -> list[Agent]:
         return [a for a in self.list(conversation_id) if a.state in (agent_state.RUNNING, agent_state.WAITING)]
 
     def has_running_children(self, parent_id: str) -> bool:
-        with self._db.read() as s:
-            return s.scalars(select(Agent.id).where(
-                Agent.parent_id == parent_id, Agent.state.in_((agent_state.RUNNING, agent_state.WAITING))
-            ).limit(1)).first() is not None
+        return agent_store.has_child_in_states(self._db, parent_id, (agent_state.RUNNING, agent_state.WAITING))
 
     def poll_updates(self, conversation_id: str) -> list[PendingMessage]:
         """Finished sub-agent runs whose notice is not delivered yet, in finish order."""
@@ -110,9 +102,7 @@ class SubAgentManager:
     def mark_terminated(self, agent_id: str) -> bool:
         """Terminate a sub-agent; what waits in its queue is discarded with it (it takes no more turns)."""
         with self._db.write() as s:
-            won = s.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == SUB_AGENT_KIND,
-                                                Agent.terminated.is_(False))
-                            .values(terminated=True, updated_at=now())).rowcount == 1
+            won = agent_store.mark_terminated_in(s, agent_id, SUB_AGENT_KIND)
             if won:
                 queue.discard_in(s, agent_id, "terminated")
             return won

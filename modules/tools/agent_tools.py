@@ -10,14 +10,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from pydantic import Field
+
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
+from modules.storage import tasks as task_store
 from modules.storage.models import Agent
 from modules.sub_agent.manager import SubAgentError
-from modules.tools.base import ToolContext, ToolSpec
+from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
 
 
 def _error(message: str, **extra: Any) -> dict[str, Any]:
@@ -39,17 +42,15 @@ def _message(ctx: ToolContext, target: Agent, type_: str, content: str, *, sourc
 
 
 # -- master tools ----------------------------------------------------------
-def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _create_sub_agent(ctx: ToolContext, args: CreateSubAgentArguments) -> dict[str, Any]:
     svc = ctx.require_services()
-    task = args["task"].strip()
-    if not task:
-        return _error("task is empty")
+    task = args.task
     parent = agent_store.get_agent(svc.db, ctx.agent_id)
     try:
-        agent = svc.sub_agents.create_sub_agent(parent, args["role"], task)
+        agent = svc.sub_agents.create_sub_agent(parent, args.role, task)
     except SubAgentError as exc:
         return _error(str(exc))
-    background = args.get("run_in_background", True)
+    background = args.run_in_background
     waiter = None if background else svc.expect_turn(agent.id)
     try:
         svc.router.route_message(agent.id, _message(ctx, agent, "task", task))
@@ -84,18 +85,18 @@ def _create_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if result is None:
         return _error("stopped or timed out while waiting; the sub-agent goes on in the background and "
                       "you will receive a notice when it finishes", **base)
-    return {"success": result.status == "succeeded", **base, "status": result.status,
+    return {"success": result.status == task_store.SUCCEEDED, **base, "status": result.status,
             "answer": result.final_text, "duration_s": round(result.duration_s, 2),
             **({"error": result.error} if result.error else {})}
 
 
-def _send_message_to_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _send_message_to_sub_agent(ctx: ToolContext, args: SendMessageArguments) -> dict[str, Any]:
     svc = ctx.require_services()
-    target = _agent_named(ctx, args["display_name"])
+    target = _agent_named(ctx, args.display_name)
     if target is None or target.parent_id != ctx.agent_id:
-        return _error(f"no sub-agent named {args['display_name']!r} in this conversation")
+        return _error(f"no sub-agent named {args.display_name!r} in this conversation")
     try:
-        routed = svc.router.route_message(target.id, _message(ctx, target, "message", args["message"],
+        routed = svc.router.route_message(target.id, _message(ctx, target, "message", args.message,
                                                               source="guidance"))
     except RouteError as exc:
         return _error(str(exc))
@@ -118,15 +119,15 @@ def _answer(ctx: ToolContext, question_id: str, answer: str) -> dict[str, Any]:
     return {"success": True, "question_id": question_id, "to": asker.display_name, "delivery": routed.delivery}
 
 
-def _answer_sub_agent_question(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    return _answer(ctx, args["question_id"], args["answer"])
+def _answer_sub_agent_question(ctx: ToolContext, args: AnswerArguments) -> dict[str, Any]:
+    return _answer(ctx, args.question_id, args.answer)
 
 
-def _terminate_sub_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _terminate_sub_agent(ctx: ToolContext, args: DisplayNameArguments) -> dict[str, Any]:
     svc = ctx.require_services()
-    target = _agent_named(ctx, args["display_name"])
+    target = _agent_named(ctx, args.display_name)
     if target is None or target.parent_id != ctx.agent_id:
-        return _error(f"no sub-agent named {args['display_name']!r} in this conversation")
+        return _error(f"no sub-agent named {args.display_name!r} in this conversation")
     if not svc.sub_agents.mark_terminated(target.id):
         return _error(f"{target.display_name} is already terminated")
     svc.terminate_agent(target.id)
@@ -163,38 +164,33 @@ def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, A
                   question_id=question_id)
 
 
-def _ask_master(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _ask_master(ctx: ToolContext, args: QuestionArguments) -> dict[str, Any]:
     svc = ctx.require_services()
     me = agent_store.get_agent(svc.db, ctx.agent_id)
     master = agent_store.get_agent(svc.db, me.parent_id) if me.parent_id else None
     if master is None:
         return _error("you have no master to ask")
-    return _blocking_ask(ctx, master, args["question"])
+    return _blocking_ask(ctx, master, args.question)
 
 
-def _ask_other_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    target = _agent_named(ctx, args["target_display_name"])
+def _ask_other_agent(ctx: ToolContext, args: AskOtherAgentArguments) -> dict[str, Any]:
+    target = _agent_named(ctx, args.target_display_name)
     if target is None or target.id == ctx.agent_id:
-        return _error(f"no other agent named {args['target_display_name']!r} in this conversation")
-    return _blocking_ask(ctx, target, args["question"])
+        return _error(f"no other agent named {args.target_display_name!r} in this conversation")
+    return _blocking_ask(ctx, target, args.question)
 
 
-def _answer_other_agent(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    return _answer(ctx, args["question_id"], args["answer"])
+def _answer_other_agent(ctx: ToolContext, args: AnswerArguments) -> dict[str, Any]:
+    return _answer(ctx, args.question_id, args.answer)
 
 
 MAX_OPTIONS = 8
 
 
-def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _ask_user(ctx: ToolContext, args: AskUserArguments) -> dict[str, Any]:
     """Human in the loop: the user's next message, from any client, answers this (route `hil`)."""
     svc = ctx.require_services()
-    question = args["question"].strip()
-    options = args.get("options") or []
-    if not question:
-        return _error("question is empty")
-    if len(options) > MAX_OPTIONS or not all(isinstance(o, str) and o.strip() for o in options):
-        return _error(f"options must be at most {MAX_OPTIONS} non-empty strings")
+    question, options = args.question, args.options
     question_id = f"q_{uuid.uuid4().hex[:12]}"
     waiter = svc.router.begin_ask(ctx.agent_id, question_id, None, from_user=True)
     try:
@@ -219,54 +215,75 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"success": True, "question_id": question_id, "answer": answer.content}
 
 
-def _spec(name: str, description: str, handler, properties: dict[str, Any], required: list[str]) -> ToolSpec:
-    return ToolSpec(name=name, description=description, handler=handler,
-                    parameters={"type": "object", "properties": properties, "required": required})
+# -- the arguments of each tool: its schema for the model and its check, in one definition -------------------
+class CreateSubAgentArguments(ToolArguments):
+    role: str = Field(description="Profile name of the sub-agent, e.g. InfoAgent.")
+    task: NonBlank = Field(description="What the sub-agent should do.")
+    run_in_background: bool = Field(True, description="Default true.")
 
 
-_STR = {"type": "string"}
+class SendMessageArguments(ToolArguments):
+    display_name: str
+    message: str
 
-CREATE_SUB_AGENT = _spec(
+
+class AnswerArguments(ToolArguments):
+    question_id: str
+    answer: str
+
+
+class DisplayNameArguments(ToolArguments):
+    display_name: str
+
+
+class QuestionArguments(ToolArguments):
+    question: NonBlank
+
+
+class AskOtherAgentArguments(ToolArguments):
+    target_display_name: str
+    question: NonBlank
+
+
+class AskUserArguments(ToolArguments):
+    question: NonBlank
+    options: list[NonBlank] = Field(default_factory=list, max_length=MAX_OPTIONS)
+
+
+CREATE_SUB_AGENT = ToolSpec(
     "create_sub_agent",
     "Start a sub-agent of the given role on a task. In the background (default) it returns the sub-agent's "
     "display name at once and you get a notice when it finishes; with run_in_background=false it waits and "
     "returns the sub-agent's final answer.",
-    _create_sub_agent,
-    {"role": {"type": "string", "description": "Profile name of the sub-agent, e.g. InfoAgent."},
-     "task": {"type": "string", "description": "What the sub-agent should do."},
-     "run_in_background": {"type": "boolean", "description": "Default true."}},
-    ["role", "task"],
+    CreateSubAgentArguments, _create_sub_agent,
 )
-SEND_MESSAGE_TO_SUB_AGENT = _spec(
+SEND_MESSAGE_TO_SUB_AGENT = ToolSpec(
     "send_message_to_sub_agent",
     "Send guidance or a new task to one of your sub-agents; it sees it before its next step, or starts a new "
     "turn if it had finished.",
-    _send_message_to_sub_agent, {"display_name": _STR, "message": _STR}, ["display_name", "message"],
+    SendMessageArguments, _send_message_to_sub_agent,
 )
-ANSWER_SUB_AGENT_QUESTION = _spec(
+ANSWER_SUB_AGENT_QUESTION = ToolSpec(
     "answer_sub_agent_question", "Answer a question a sub-agent asked you (by its question_id).",
-    _answer_sub_agent_question, {"question_id": _STR, "answer": _STR}, ["question_id", "answer"],
+    AnswerArguments, _answer_sub_agent_question,
 )
-TERMINATE_SUB_AGENT = _spec(
-    "terminate_sub_agent", "Stop a sub-agent for good.", _terminate_sub_agent, {"display_name": _STR},
-    ["display_name"],
+TERMINATE_SUB_AGENT = ToolSpec(
+    "terminate_sub_agent", "Stop a sub-agent for good.", DisplayNameArguments, _terminate_sub_agent,
 )
-ASK_MASTER = _spec(
-    "ask_master", "Ask your master a question and wait for the answer.", _ask_master, {"question": _STR},
-    ["question"],
+ASK_MASTER = ToolSpec(
+    "ask_master", "Ask your master a question and wait for the answer.", QuestionArguments, _ask_master,
 )
-ASK_OTHER_AGENT = _spec(
+ASK_OTHER_AGENT = ToolSpec(
     "ask_other_agent", "Ask another agent of the team a question (by display name) and wait for the answer.",
-    _ask_other_agent, {"target_display_name": _STR, "question": _STR}, ["target_display_name", "question"],
+    AskOtherAgentArguments, _ask_other_agent,
 )
-ANSWER_OTHER_AGENT = _spec(
+ANSWER_OTHER_AGENT = ToolSpec(
     "answer_other_agent", "Answer a question another agent asked you (by its question_id).",
-    _answer_other_agent, {"question_id": _STR, "answer": _STR}, ["question_id", "answer"],
+    AnswerArguments, _answer_other_agent,
 )
-
-ASK_USER = _spec(
+ASK_USER = ToolSpec(
     "ask_user", "Ask the user a question (optionally with answer options) and wait for the reply.",
-    _ask_user, {"question": _STR, "options": {"type": "array", "items": _STR}}, ["question"],
+    AskUserArguments, _ask_user,
 )
 
 AGENT_TOOLS = [ASK_USER, CREATE_SUB_AGENT, SEND_MESSAGE_TO_SUB_AGENT, ANSWER_SUB_AGENT_QUESTION, TERMINATE_SUB_AGENT,

@@ -1,4 +1,4 @@
-"""What every tool shares: its context, its spec, and argument checking.
+"""What every tool shares: its context, its spec, and its arguments as one pydantic model each.
 
 Tools answer with a JSON object that always has `success`; a malformed call from
 the model becomes a clear error result, never an exception in the tool loop.
@@ -10,7 +10,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from modules.config import Settings
 from modules.tools.sandbox import Sandbox
@@ -42,12 +44,41 @@ class ToolArgumentError(ValueError):
     """The model's arguments do not fit the tool's schema."""
 
 
+class ToolArguments(BaseModel):
+    """One tool's arguments: the schema the model sees and the check of what it sends, from one definition.
+
+    Strict: a string is never taken for a number, nor `true` for 1. Unknown arguments are ignored, and so is an
+    argument sent as `null` (models send that for an optional one they mean to leave out): its default applies,
+    or, for a required one, the error says it is missing."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", hide_input_in_errors=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_left_out(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str
-    parameters: dict[str, Any]
-    handler: Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
+    arguments: type[ToolArguments]
+    handler: Callable[[ToolContext, Any], dict[str, Any]]
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of `arguments`, without pydantic's titles (they tell the model nothing)."""
+        return _untitled(self.arguments.model_json_schema())
 
     def definition(self) -> dict[str, Any]:
         return {"type": "function", "function": {
@@ -55,14 +86,16 @@ class ToolSpec:
         }}
 
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float), "object": (dict,),
-    "array": (list,),
-}
+def _untitled(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
 
 
-def parse_arguments(spec: ToolSpec, raw: str | None) -> dict[str, Any]:
-    """Decode and check the model's argument JSON against the spec's top-level schema."""
+def parse_arguments(spec: ToolSpec, raw: str | None) -> ToolArguments:
+    """Decode the model's argument JSON and validate it against the tool's arguments model."""
     text = (raw or "").strip() or "{}"
     try:
         args = json.loads(text)
@@ -70,16 +103,17 @@ def parse_arguments(spec: ToolSpec, raw: str | None) -> dict[str, Any]:
         raise ToolArgumentError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from exc
     if not isinstance(args, dict):
         raise ToolArgumentError("arguments must be a JSON object")
-    props = spec.parameters.get("properties", {})
-    missing = [name for name in spec.parameters.get("required", []) if name not in args]
-    if missing:
-        raise ToolArgumentError(f"missing required argument(s): {', '.join(missing)}")
-    for name, value in args.items():
-        expected = props.get(name, {}).get("type")
-        if expected and value is not None:
-            ok = isinstance(value, _JSON_TYPES[expected])
-            if expected in ("integer", "number") and isinstance(value, bool):
-                ok = False
-            if not ok:
-                raise ToolArgumentError(f"argument {name!r} must be of type {expected}")
-    return args
+    try:
+        return spec.arguments.model_validate(args)
+    except ValidationError as exc:
+        raise ToolArgumentError(_explain(exc)) from None
+
+
+def _explain(exc: ValidationError) -> str:
+    """Pydantic's errors as a sentence the model can act on: what is missing, then what is wrong."""
+    errors = exc.errors(include_url=False)
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
+    wrong = [f"argument {'.'.join(str(p) for p in e['loc'])!r}: {e['msg'].removeprefix('Value error, ')}"
+             for e in errors if e["type"] != "missing"]
+    parts = [f"missing required argument(s): {', '.join(missing)}"] if missing else []
+    return "; ".join(parts + wrong)

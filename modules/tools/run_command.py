@@ -6,7 +6,10 @@ import math
 import uuid
 from typing import Any
 
-from modules.tools.base import ToolContext, ToolSpec
+from pydantic import Field, field_validator
+
+from modules.storage import commands as command_store
+from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
 from modules.tools.shell import run_shell
 
 MAX_COMMAND_CHARS = 10_000
@@ -25,24 +28,34 @@ def parse_timeout(value: Any, limit: float) -> float:
     return min(float(value), limit)
 
 
-def _run_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    command = args["command"].strip()
-    if not command:
-        return {"success": False, "error": "command is empty"}
-    if len(command) > MAX_COMMAND_CHARS:
-        return {"success": False, "error": f"command is longer than {MAX_COMMAND_CHARS} characters"}
+class RunCommandArguments(ToolArguments):
+    command: NonBlank = Field(description="The shell command line.")
+    timeout: float | None = Field(None, description="Seconds before the command is killed.")
+    run_in_background: bool = Field(False, description="Return at once with a command_id; a notice follows on "
+                                                       "completion.")
+
+    @field_validator("command")
+    @classmethod
+    def _not_too_long(cls, command: str) -> str:
+        if len(command) > MAX_COMMAND_CHARS:
+            raise ValueError(f"longer than {MAX_COMMAND_CHARS} characters")
+        return command
+
+
+def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
+    command = args.command
     refusal = ctx.sandbox.refusal()
     if refusal:
         return {"success": False, "error": refusal}
     try:
-        timeout_s = parse_timeout(args.get("timeout"), ctx.settings.command_timeout_s)
+        timeout_s = parse_timeout(args.timeout, ctx.settings.command_timeout_s)
     except ValueError as exc:
         return {"success": False, "error": str(exc)}
-    if args.get("run_in_background"):
+    if args.run_in_background:
         svc = ctx.require_services()
         command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, command,
                                         ctx.workspace, timeout_s)
-        return {"success": True, "command_id": command_id, "status": "running", "command": command,
+        return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
     log_path = ctx.settings.data_dir / "command_logs" / f"{uuid.uuid4()}.log"
@@ -76,15 +89,6 @@ RUN_COMMAND = ToolSpec(
         "read-only, /tmp is private, the network is off unless the operator enabled it, and every process "
         "the command starts ends with it) and return its exit code and the tail of its output."
     ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The shell command line."},
-            "timeout": {"type": "number", "description": "Seconds before the command is killed."},
-            "run_in_background": {"type": "boolean",
-                                  "description": "Return at once with a command_id; a notice follows on completion."},
-        },
-        "required": ["command"],
-    },
+    arguments=RunCommandArguments,
     handler=_run_command,
 )

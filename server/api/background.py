@@ -5,12 +5,12 @@ from __future__ import annotations
 from flask import Blueprint
 
 from modules.storage import tasks as task_store
+from server import work_control
 from server.api import response_models as out
-from server.api.context import owned_command, owned_conversation, owned_sub_agent, runtime
+from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import ConversationQuery
 from server.api.serializers import command_out, sub_agent_out
-from server.errors import ApiError
 
 bp = Blueprint("background", __name__, url_prefix="/api")
 
@@ -29,11 +29,7 @@ def list_sub_agents(query: ConversationQuery, user_id: int):
 @endpoint({200: out.SubAgentTerminated}, errors=(404, 409))
 def terminate_sub_agent(agent_id: str, user_id: int):
     """Terminate a sub-agent and stop its running task."""
-    rt = runtime()
-    agent = owned_sub_agent(agent_id, user_id)
-    if not rt.sub_agents.mark_terminated(agent.id):
-        raise ApiError(409, "already_terminated", f"{agent.display_name} is already terminated")
-    rt.tasks.terminate_agent(agent.id)
+    agent = work_control.terminate_sub_agent(agent_id, user_id)
     return out.SubAgentTerminated(agent_id=agent.id, display_name=agent.display_name)
 
 
@@ -50,9 +46,4 @@ def list_commands(query: ConversationQuery, user_id: int):
 @endpoint({200: out.CommandCancelling}, errors=(404, 409))
 def cancel_command(command_id: str, user_id: int):
     """Cancel a running background command; its notice then says how it ended."""
-    commands = runtime().commands
-    cmd = owned_command(command_id, user_id)
-    if not commands.cancel(cmd.id):
-        cmd = commands.get(cmd.id) or cmd
-        raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
-    return out.CommandCancelling(command_id=cmd.id)
+    return out.CommandCancelling(command_id=work_control.cancel_command(command_id, user_id).id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from modules.storage import models as rows
+from modules.storage import tasks as task_store
 from server.api import response_models as out
 
 
@@ -51,7 +52,7 @@ def sub_agent_out(agent: rows.Agent, last_task: rows.Task | None) -> out.SubAgen
     return out.SubAgent(
         **agent_out(agent).model_dump(), task=agent.task, terminated=agent.terminated,
         created_at=iso(agent.created_at),
-        status="terminated" if agent.terminated else (last_task.status if last_task else "pending"),
+        status="terminated" if agent.terminated else (last_task.status if last_task else task_store.PENDING),
         last_task_id=last_task.id if last_task else None)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from flask import Blueprint, current_app
 
 from modules.storage import tasks as task_store
+from server import work_control
 from server.api import response_models as out
 from server.api.context import owned_conversation, owned_task, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import SendMessageBody, TaskEventsQuery, TaskListQuery
 from server.api.serializers import task_detail, task_out
-from server.errors import ApiError
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/tasks")
 
@@ -50,7 +50,4 @@ def get_task(task_id: str, query: TaskEventsQuery, user_id: int):
 @endpoint({200: out.TaskStopping}, errors=(404, 409))
 def cancel_task(task_id: str, user_id: int):
     """Stop the task; every open tool call gets a result, so the history stays valid."""
-    task = owned_task(task_id, user_id)
-    if not runtime().tasks.stop(task.id):
-        raise ApiError(409, "task_not_running", f"task {task.id} is already {task.status}")
-    return out.TaskStopping(task_id=task.id)
+    return out.TaskStopping(task_id=work_control.stop_task(task_id, user_id).id)

@@ -6,21 +6,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import run  # noqa: E402  (patches the standard library for eventlet first)
-from server.tasks import models  # noqa: E402
+from server.turns import manager  # noqa: E402
 
 CRASH = "injected: the turn's end crashed"
-_finish = models.TaskManager._finish
+_finish = manager.TurnManager._finish
 _crashed: list[str] = []
 
 
-def _crashing_finish(self, running, outcome):
+def _crashing_finish(self, turn, sender, outcome):
     if not _crashed:
-        _crashed.append(running.turn.task_id)
+        _crashed.append(turn.task_id)
         raise RuntimeError(CRASH)
-    return _finish(self, running, outcome)
+    return _finish(self, turn, sender, outcome)
 
 
-models.TaskManager._finish = _crashing_finish
+manager.TurnManager._finish = _crashing_finish
 
 if __name__ == "__main__":
     sys.exit(run.main(sys.argv[1:]))

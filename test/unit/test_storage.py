@@ -92,6 +92,28 @@ def test_session_store_upserts(db):
     assert store.get("c1:router", "activeAgent") is None
 
 
+def test_session_store_upsert_takes_racing_first_writes(db):
+    """Eight first writes of one field at once: the dialect's upsert takes them all, no retry, one row."""
+    store = SessionStore(db)
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def write(i):
+        barrier.wait()
+        try:
+            store.set("race:router", "activeAgent", {"agentName": f"Agent{i}"})
+        except Exception as exc:  # noqa: BLE001 -- any failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert store.fields("race:router")["activeAgent"]["agentName"].startswith("Agent")
+
+
 def test_client_request_reservation_is_exclusive(db):
     user = get_or_create_user(db, "alice")
     outcomes = []

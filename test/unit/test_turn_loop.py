@@ -24,9 +24,9 @@ from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
-from server.chat_flow_task_main import handle_task_with_sender, run_completion_poll
+from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
-from server.chat_flow_types import FAILED, STOPPED, SUCCEEDED, ChatTurn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
 PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
 
@@ -99,7 +99,7 @@ def flow(tmp_path):
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws", tools=Tools(), model=Model(),
                          sandbox=Sandbox(mode="off"))
-    turn = ChatTurn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
+    turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
     db.dispose()
@@ -274,5 +274,7 @@ def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
 def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
     f = flow
     asked = []
-    f.rt.tasks = SimpleNamespace(create_chat_task=lambda agent_id: asked.append(agent_id) or "task-2")
-    assert run_completion_poll(f.rt, f.master.id) == "task-2" and asked == [f.master.id]
+    start = lambda agent_id: asked.append(agent_id) or "task-2"  # noqa: E731
+    assert poll_completion_notifications(f.rt, f.master.id, start) is None and asked == []  # nothing queued
+    queue_message(f, "a notice that came after the last model call")
+    assert poll_completion_notifications(f.rt, f.master.id, start) == "task-2" and asked == [f.master.id]

@@ -1,19 +1,20 @@
-"""Task records in motion: starting an agent's turn from its queue, running it, stopping it.
+"""The TurnManager starts, runs and ends the turns of this process (docs/ARCHITECTURE.md, "The turn package").
 
-A task is one turn of one agent. Turns start in one place, `create_chat_task`: one
+A turn is one task of one agent. Turns start in one place, `create_chat_task`: one
 transaction claims the idle agent by compare-and-set, creates the task and drains
-the agent's whole queue into its history. The first N-1
-drained messages are preceding notices (`starts_work: false`), the last is
-the trigger; the task's event log begins with all N, in order. A turn ends in
-server/tasks/turn_end.py; one whose thread died is ended by server/tasks/recovery.py.
+the agent's whole queue into its history. The first N-1 drained messages are
+preceding notices (`starts_work: false`), the last is the trigger; the task's event
+log begins with all N, in order. The loop is server/chat_flow_task_main.py; a turn
+ends in server/turns/end.py, then `_finish` runs the end-of-turn poller; one whose
+thread died is ended by server/turns/recovery.py.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import NamedTuple
 
-from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.agents.profiles import MASTER_KIND
@@ -25,14 +26,14 @@ from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
-from server.chat_flow_task_main import handle_task_with_sender
-from server.chat_flow_task_support import emit_user_messages
-from server.chat_flow_types import FAILED, STOPPED, ChatTurn, TurnOutcome
-from server.runtime import Runtime
+from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.sender import TaskEventSender
-from server.tasks.recovery import Recovery
-from server.tasks.running import RunningTask, TurnWaiter, TurnWaiters
-from server.tasks.turn_end import background_flags, finish_turn, state_event
+from server.turns.context import TurnRuntime
+from server.turns.end import after_commit, background_flags, finish_turn
+from server.turns.events import emit_user_messages, state_event
+from server.turns.recovery import Recovery
+from server.turns.types import FAILED, STOPPED, Turn, TurnOutcome
+from server.turns.waiters import TurnWaiter, TurnWaiters
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +45,24 @@ class _NoTurn(Exception):
     """The agent was claimed by another caller, or its queue emptied, between the checks and the claim."""
 
 
-class TaskManager:
-    def __init__(self, rt: Runtime):
+class _Live(NamedTuple):
+    turn: Turn
+    sender: TaskEventSender
+
+
+class TurnManager:
+    """Built by `Runtime` before the router, which it only uses once turns run: it takes nothing from `rt`
+    here but the agent states it listens to."""
+
+    def __init__(self, rt: TurnRuntime):
         self._rt = rt
         self._lock = threading.RLock()
-        self._running: dict[str, RunningTask] = {}
+        self._running: dict[str, _Live] = {}
         self._by_agent: dict[str, str] = {}
         self._starting: set[str] = set()  # claimed in the database, not yet registered here
         self._waiters = TurnWaiters()
         self._recovery = Recovery(rt, self.runs_here, self.create_chat_task)
         rt.agent_states.subscribe(self._emit_state_change)
-        rt.router.wake = self.create_chat_task
-        rt.router.active_task_of = self.active_task_of_agent
-        rt.router.more_completions_expected = lambda agent_id: (
-            rt.commands.has_running(agent_id=agent_id) or rt.sub_agents.has_running_children(agent_id))
 
     # -- queries ---------------------------------------------------------
     def active_task_of_agent(self, agent_id: str) -> str | None:
@@ -70,6 +75,16 @@ class TaskManager:
         """Whether a thread of this process runs (or is about to run) the task."""
         with self._lock:
             return task_id in self._running or task_id in self._starting
+
+    def more_completions_expected(self, agent_id: str) -> bool:
+        """Whether completions may still come for the agent: its commands or sub-agents still run."""
+        return self._rt.commands.has_running(agent_id=agent_id) or self._rt.sub_agents.has_running_children(agent_id)
+
+    def background_flags(self, conversation_id: str) -> dict[str, object]:
+        return background_flags(self._rt, conversation_id)
+
+    def expect_turn(self, agent_id: str) -> TurnWaiter:
+        return self._waiters.expect(agent_id)
 
     # -- starting a turn ---------------------------------------------------
     def create_chat_task(self, agent_id: str) -> str | None:
@@ -89,8 +104,7 @@ class TaskManager:
             # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
             with rt.db.write() as s:
                 # Locked first, so a termination cannot slip in between this check and the claim.
-                if s.scalars(select(Agent.terminated).where(Agent.id == agent_id)
-                             .with_for_update(key_share=True)).first():
+                if agent_store.lock_terminated_in(s, agent_id):
                     raise _NoTurn
                 claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
                 if claim is None:
@@ -103,52 +117,53 @@ class TaskManager:
                 if not drained:
                     raise _NoTurn
                 task.trigger_message_id = drained[-1].message_id
-                task.meta = {"message_ids": [m.message_id for m in drained],
-                             "from_user": all((m.meta or {}).get("source") == "user" for m in drained)}
-            self._register(task, agent, drained, claim)
+                from_user = all((m.meta or {}).get("source") == "user" for m in drained)
+                task.meta = {"message_ids": [m.message_id for m in drained], "from_user": from_user}
+            self._register(task, agent, drained, from_user)
         except _NoTurn:
             return None
         finally:
             with self._lock:
                 self._starting.discard(task_id)
-        rt.spawn(self._supervise, task.id)
+        rt.spawn(self._supervise, task.id, claim)
         return task.id
 
-    def _register(self, task: Task, agent: Agent, drained: list[Message], claim: StateChange) -> None:
+    def _register(self, task: Task, agent: Agent, drained: list[Message], from_user: bool) -> None:
         rt = self._rt
-        turn = ChatTurn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
-                        display_name=agent.display_name, profile=rt.profile(agent.role))
+        turn = Turn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
+                    display_name=agent.display_name, profile=rt.profile(agent.role), kind=agent.kind,
+                    parent_id=agent.parent_id, from_user=from_user, drained=drained)
         sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
                                  conversation_id=agent.conversation_id, agent_id=agent.id)
         with self._lock:
-            self._running[task.id] = RunningTask(task, turn, sender, agent.kind, agent.parent_id, drained, claim)
+            self._running[task.id] = _Live(turn, sender)
             self._by_agent[agent.id] = task.id
 
     # -- running ---------------------------------------------------------
-    def _supervise(self, task_id: str) -> None:
+    def _supervise(self, task_id: str, claim: StateChange) -> None:
         """However the turn's thread ends, the task leaves this process's books: if it did not reach a final
         state, it is an orphan that the watchdog (or a stop) ends."""
         ended = False
         try:
-            self._run_chat_task(task_id)
+            self._run_chat_task(task_id, claim)
             ended = True
         finally:
             self._forget(task_id)
             if not ended:
                 log.error("the thread of task %s died before ending it; the watchdog ends it", task_id)
 
-    def _run_chat_task(self, task_id: str) -> None:
+    def _run_chat_task(self, task_id: str, claim: StateChange) -> None:
         with self._lock:
-            running = self._running[task_id]
-        rt, turn, sender = self._rt, running.turn, running.sender
+            turn, sender = self._running[task_id]
+        rt = self._rt
         outcome = TurnOutcome(FAILED, CRASHED)
         try:
-            emit_user_messages(sender, running.drained, TRIGGERED_NEW_TURN, turn.display_name)
-            self._emit_state_change(running.claim)
+            emit_user_messages(sender, turn.drained, TRIGGERED_NEW_TURN, turn.display_name)
+            self._emit_state_change(claim)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
             else:
-                task_store.set_task_status(rt.db, task_id, "running", expected=("pending",))
+                task_store.set_task_status(rt.db, task_id, task_store.RUNNING, expected=(task_store.PENDING,))
                 outcome = handle_task_with_sender(rt, turn, sender)
         except (OperationalError, InterfaceError):
             log.exception("task %s lost its database", task_id)
@@ -156,36 +171,46 @@ class TaskManager:
         except Exception:
             log.exception("task %s crashed", task_id)
         finally:
-            self._finish(running, outcome)
+            self._finish(turn, sender, outcome)
 
-    def _finish(self, running: RunningTask, outcome: TurnOutcome) -> None:
-        finish_turn(self._rt, running, outcome, self._waiters)
+    def _finish(self, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome) -> None:
+        """The end's transaction, then the one end-of-turn poller: what queued up meanwhile starts the
+        agent's single follow-up turn."""
+        if finish_turn(self._rt, turn, sender, outcome, self._waiters):
+            after_commit(poll_completion_notifications, self._rt, turn.agent_id, self.create_chat_task)
 
     def _forget(self, task_id: str) -> None:
         with self._lock:
-            running = self._running.pop(task_id, None)
-            if running is not None and self._by_agent.get(running.turn.agent_id) == task_id:
-                del self._by_agent[running.turn.agent_id]
+            live = self._running.pop(task_id, None)
+            if live is not None and self._by_agent.get(live.turn.agent_id) == task_id:
+                del self._by_agent[live.turn.agent_id]
         self._rt.event_log.forget(task_id)
 
-    def expect_turn(self, agent_id: str) -> TurnWaiter:
-        return self._waiters.expect(agent_id)
+    def _stop_switch(self, task_id: str) -> bool:
+        """Flip the stop switch of a turn this process runs; False when it runs none."""
+        with self._lock:
+            live = self._running.get(task_id)
+        if live is None:
+            return False
+        live.turn.stop_event.set()
+        return True
 
-    def background_flags(self, conversation_id: str) -> dict[str, object]:
-        return background_flags(self._rt, conversation_id)
+    def running_task_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
 
     def _emit_state_change(self, change: StateChange) -> None:
         """Agent state changes go into the event log of the agent's running task, if any."""
         with self._lock:
             task_id = self._by_agent.get(change.agent_id)
-            running = self._running.get(task_id) if task_id else None
-        if running is not None:
-            running.sender.emit("agent_state", state_event(change))
+            live = self._running.get(task_id) if task_id else None
+        if live is not None:
+            live.sender.emit("agent_state", state_event(change))
         else:
             self._rt.transport.emit("agent_state", {**state_event(change), "conversation_id": change.conversation_id},
                                     change.conversation_id)
 
-    # -- stopping --------------------------------------------------------
+    # -- stopping and recovery -------------------------------------------------
     def stop(self, task_id: str) -> bool:
         """Stop a task. False when it is not in progress.
 
@@ -193,10 +218,7 @@ class TaskManager:
         membership loop sees the flag within a second and stops it. A task of this process that no
         thread runs any more ends here and now.
         """
-        with self._lock:
-            running = self._running.get(task_id)
-        if running is not None:
-            running.turn.stop_event.set()
+        if self._stop_switch(task_id):
             return True
         rt = self._rt
         task = task_store.get_task(rt.db, task_id)
@@ -227,12 +249,9 @@ class TaskManager:
 
     def apply_stop_requests(self) -> None:
         """Stop the tasks of this process that another process was asked to stop."""
-        with self._lock:
-            mine = dict(self._running)
-        for task_id in task_store.stop_requested(self._rt.db, list(mine)):
-            mine[task_id].turn.stop_event.set()
+        for task_id in task_store.stop_requested(self._rt.db, self.running_task_ids()):
+            self._stop_switch(task_id)
 
-    # -- recovery --------------------------------------------------------
     def recover_interrupted(self, gone: dict[str, str], *, orphan_grace_s: float = 5.0) -> int:
-        """End the tasks of gone processes and this process's orphans (server/tasks/recovery.py)."""
+        """End the tasks of gone processes and this process's orphans (server/turns/recovery.py)."""
         return self._recovery.recover(gone, orphan_grace_s=orphan_grace_s)

@@ -1,6 +1,6 @@
 """Ending turns that no thread will end: those of gone processes, and this process's own orphans.
 
-A turn's thread always ends its task (server/tasks/turn_end.py), unless it died
+A turn's thread always ends its task (server/turns/end.py), unless it died
 on the way (a bug, an error nobody expected). Such a task stays active under a
 live owner; recovery would never take it over, and its agent would stay
 `running` for good, swallowing every later message. So the membership sweep
@@ -23,11 +23,12 @@ from modules.storage import tasks as task_store
 from modules.storage.models import Task
 from modules.storage.records import now
 from modules.sub_agent.manager import TurnResult
-from server.chat_flow_task_support import close_open_tool_calls_in
-from server.chat_flow_types import FAILED, STOPPED
-from server.runtime import Runtime
 from server.sender import TaskEventSender
-from server.tasks.turn_end import STOP_REASON, state_event
+from server.turns.context import TurnRuntime
+from server.turns.end import STOP_REASON
+from server.turns.events import state_event
+from server.turns.history import close_open_tool_calls_in
+from server.turns.types import FAILED, STOPPED
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ _NO_BACKGROUND = {"has_running_sub_agents": False, "has_running_background_comma
 
 
 class Recovery:
-    def __init__(self, rt: Runtime, runs_here: Callable[[str], bool], start_turn: Callable[[str], str | None]):
+    def __init__(self, rt: TurnRuntime, runs_here: Callable[[str], bool], start_turn: Callable[[str], str | None]):
         self._rt = rt
         self._runs_here = runs_here
         self._start_turn = start_turn

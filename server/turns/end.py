@@ -6,8 +6,9 @@ in between (a final task whose agent still runs, a failed turn with an open
 call) can ever be seen or left behind. Until the database answers, the turn's
 thread waits and tries again: a task left active under a live owner would look
 busy for good. What follows the commit (socket delivery, waking the parent,
-suggestions, the end-of-turn check) touches nothing that would be lost if it
-failed: the membership sweep starts the turns of queued messages anyway.
+suggestions) touches nothing that would be lost if it failed: the membership
+sweep starts the turns of queued messages anyway. The end-of-turn poller runs
+after this, called by the TurnManager (docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
-from modules.storage.models import Agent, Task
 from modules.storage.retry import until_answered
 from modules.sub_agent.manager import TurnResult
-from server.chat_flow_task_main import run_completion_poll
-from server.chat_flow_task_support import close_open_tool_calls_in
-from server.chat_flow_types import STOPPED, SUCCEEDED, TurnOutcome
-from server.runtime import Runtime
-from server.tasks.running import RunningTask, TurnWaiters
+from server.sender import TaskEventSender
+from server.turns.context import TurnRuntime
+from server.turns.events import state_event
+from server.turns.history import close_open_tool_calls_in
+from server.turns.types import STOPPED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.waiters import TurnWaiters
 
 log = logging.getLogger(__name__)
 
@@ -60,43 +61,38 @@ class _Ended:
     payloads: list[tuple[str, dict[str, Any]]]
 
 
-def state_event(change: StateChange) -> dict[str, Any]:
-    return {"state": change.state, "previous": change.previous, "display_name": change.display_name,
-            "agent_id": change.agent_id}
-
-
-def background_flags(rt: Runtime, conversation_id: str) -> dict[str, Any]:
+def background_flags(rt: TurnRuntime, conversation_id: str) -> dict[str, Any]:
     return {"has_running_sub_agents": bool(rt.sub_agents.running(conversation_id)),
             "has_running_background_commands": rt.commands.has_running(conversation_id)}
 
 
-def finish_turn(rt: Runtime, running: RunningTask, outcome: TurnOutcome, waiters: TurnWaiters) -> bool:
+def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome,
+                waiters: TurnWaiters) -> bool:
     """End the turn; False when another process had taken the task over (then it is theirs to end)."""
-    task_id = running.turn.task_id
-    facts = until_answered(lambda: _read_facts(rt, running, outcome, waiters), f"the end of task {task_id}")
+    task_id = turn.task_id
+    facts = until_answered(lambda: _read_facts(rt, turn, outcome, waiters), f"the end of task {task_id}")
     tries: list[int] = []
 
     def commit() -> _Ended | None:
         tries.append(1)
-        return _commit(rt, running, outcome, facts, retried=len(tries) > 1)
+        return _commit(rt, turn, sender, outcome, facts, retried=len(tries) > 1)
 
     ended = until_answered(commit, f"the end of task {task_id}")
     if ended is None:
         log.warning("task %s was taken over by another process; leaving it alone", task_id)
         return False
     if ended.first_idx is not None:
-        running.sender.deliver(ended.first_idx, ended.payloads)
-    if facts.awaited and (waiter := waiters.pop(running.turn.agent_id)) is not None and facts.result is not None:
+        sender.deliver(ended.first_idx, ended.payloads)
+    if facts.awaited and (waiter := waiters.pop(turn.agent_id)) is not None and facts.result is not None:
         waiter.hand(facts.result)
     if facts.notice is not None:
-        _after_commit(rt.router.deliver, facts.notice)
+        after_commit(rt.router.deliver, facts.notice)
     if outcome.status == SUCCEEDED:
-        _after_commit(_suggest, rt, running)
-    _after_commit(run_completion_poll, rt, running.turn.agent_id)
+        after_commit(_suggest, rt, turn)
     return True
 
 
-def _after_commit(step, *args) -> None:
+def after_commit(step, *args) -> None:
     try:
         step(*args)
     except Exception:
@@ -104,38 +100,37 @@ def _after_commit(step, *args) -> None:
                       getattr(step, "__name__", step))
 
 
-def _read_facts(rt: Runtime, running: RunningTask, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:
-    turn = running.turn
+def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:
     flags = background_flags(rt, turn.conversation_id)
     busy = []
-    if running.kind == MASTER_KIND:
+    if turn.kind == MASTER_KIND:
         busy = [{"agent_id": a.id, "display_name": a.display_name, "summary": (a.task or "")[:200]}
                 for a in rt.sub_agents.running(turn.conversation_id)]
-    if running.kind == MASTER_KIND or running.parent_id is None:
+    if turn.kind == MASTER_KIND or turn.parent_id is None:
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
     # the user had with it directly, nor for one its master terminated).
     final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
                   if m.role == "assistant" and m.content and (m.meta or {}).get("task_id") == turn.task_id), "")
     result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
-                        error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - running.started)
+                        error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - turn.started)
     if waiters.awaited(turn.agent_id):
         return _Facts(flags, busy, result, None, True)
     agent = agent_store.get_agent(rt.db, turn.agent_id)
-    if (running.task.meta or {}).get("from_user", False) or agent is None or agent.terminated:
+    if turn.from_user or agent is None or agent.terminated:
         return _Facts(flags, busy, result, None, False)
     return _Facts(flags, busy, result, rt.sub_agents.completion_notice(agent, result), False)
 
 
-def _commit(rt: Runtime, running: RunningTask, outcome: TurnOutcome, facts: _Facts, *,
+def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts, *,
             retried: bool) -> _Ended | None:
-    turn, me = running.turn, rt.membership.process_id
+    me = rt.membership.process_id
     with rt.event_log.exclusive(turn.task_id), rt.db.write() as s:
         # First the status, by compare-and-set: a process that took this task over (it judged us gone)
         # has the last word, and its row lock keeps anyone else from ending it meanwhile.
         if not task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
                                              expected=task_store.ACTIVE_STATUSES, owner=me):
-            task = s.get(Task, turn.task_id, populate_existing=True)
+            task = task_store.reread_in(s, turn.task_id)
             mine = retried and task is not None and task.owner == me and task.status == outcome.status \
                 and task.error == outcome.error
             return _Ended(None, []) if mine else None
@@ -155,27 +150,26 @@ def _commit(rt: Runtime, running: RunningTask, outcome: TurnOutcome, facts: _Fac
             events.append(("task_stopped", facts.flags))
         else:
             events.append(("error", {**(outcome.error or {}), **facts.flags}))
-        payloads = running.sender.payloads(events)
+        payloads = sender.payloads(events)
         first_idx = rt.event_log.append_in(s, turn.task_id, payloads)
         if facts.notice is not None:
             rt.router.enqueue_in(s, facts.notice)
     return _Ended(first_idx, payloads)
 
 
-def _release_in(rt: Runtime, s: Session, agent_id: str, outcome: TurnOutcome) -> StateChange | None:
+def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome) -> StateChange | None:
     """The agent leaves `running` (or `waiting`, when the turn died inside an ask), whatever it was."""
-    agent = s.get(Agent, agent_id, populate_existing=True)
+    agent = agent_store.reread_in(s, agent_id)
     if agent is None or agent.state not in (agent_state.RUNNING, agent_state.WAITING):
         return None
     done = outcome.status == SUCCEEDED and agent.state == agent_state.RUNNING
     return rt.agent_states.transition_in(s, agent_id, agent_state.COMPLETED if done else agent_state.IDLE, force=True)
 
 
-def _suggest(rt: Runtime, running: RunningTask) -> None:
+def _suggest(rt: TurnRuntime, turn: Turn) -> None:
     """Suggestions follow a reply to the user: a turn that a user message started or joined."""
-    turn = running.turn
     history = message_store.list_messages(rt.db, turn.agent_id)
-    start = running.drained[0].seq
+    start = turn.drained[0].seq
     user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
     reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
                   and (m.meta or {}).get("task_id") == turn.task_id), None)

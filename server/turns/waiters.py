@@ -1,28 +1,11 @@
-"""The in-memory side of turns run by this process: what each needs while it runs, and who awaits one."""
+"""Who awaits the next turn of an agent: a blocking create_sub_agent (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
-from modules.multi_agent.agent_state import StateChange
-from modules.storage.models import Message, Task
 from modules.sub_agent.manager import TurnResult
-from server.chat_flow_types import ChatTurn
-from server.sender import TaskEventSender
-
-
-@dataclass
-class RunningTask:
-    task: Task
-    turn: ChatTurn
-    sender: TaskEventSender
-    kind: str
-    parent_id: str | None
-    drained: list[Message]  # what the turn's start took from the queue, in order
-    claim: StateChange
-    started: float = field(default_factory=time.monotonic)
 
 
 class TurnWaiter:

@@ -1,0 +1,94 @@
+"""The records of routed messages: a queued message, a delivery's result, and how a message reads in its
+receiver's history (modules/multi_agent/message_router.py routes them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Row
+
+from modules.storage.messages import MessageDraft
+from modules.storage.models import PendingMessageRow
+from modules.storage.records import new_id, now
+
+RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
+QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
+MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
+
+
+class RouteError(ValueError):
+    """The message cannot be delivered (unknown or terminated receiver)."""
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    id: str
+    conversation_id: str
+    source_display_name: str
+    source_agent_id: str | None
+    target_agent_id: str
+    type: str
+    content: str
+    question_id: str | None = None
+    created_at: float = field(default_factory=now)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, *, conversation_id: str, target_agent_id: str, type: str, content: str,
+            source_display_name: str, source_agent_id: str | None = None, question_id: str | None = None,
+            meta: dict[str, Any] | None = None, id: str | None = None) -> PendingMessage:
+        if type not in MESSAGE_TYPES:
+            raise ValueError(f"unknown message type {type!r}")
+        return cls(id=id or new_id(), conversation_id=conversation_id, source_display_name=source_display_name,
+                   source_agent_id=source_agent_id, target_agent_id=target_agent_id, type=type, content=content,
+                   question_id=question_id, meta=dict(meta or {}))
+
+    @classmethod
+    def from_row(cls, row: PendingMessageRow | Row) -> PendingMessage:
+        return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
+                   source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
+                   content=row.content, question_id=row.question_id, created_at=row.created_at,
+                   meta=dict(row.meta or {}))
+
+    def row_values(self) -> dict[str, Any]:
+        """Its `PendingMessageRow` columns, for the queue's batched insert."""
+        return dict(
+            id=self.id, conversation_id=self.conversation_id, target_agent_id=self.target_agent_id,
+            source_agent_id=self.source_agent_id, source_display_name=self.source_display_name, type=self.type,
+            content=self.content, question_id=self.question_id, meta=self.meta, created_at=self.created_at,
+        )
+
+    @property
+    def source(self) -> str:
+        """The `user_message` source: user, sub_agent, background_command, agent_message or guidance."""
+        return self.meta.get("source", "agent_message")
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    delivery: str
+    task_id: str | None = None
+
+
+def history_text(msg: PendingMessage) -> str:
+    """How a queued message reads in its receiver's history: who sent it, and the id to answer with."""
+    if msg.source == "user" and msg.meta.get("rewritten_query"):
+        return f"{msg.content}\n\n[Understood as: {msg.meta['rewritten_query']}]"
+    if msg.source in ("user", "sub_agent", "background_command") or msg.type == "task":
+        return msg.content
+    if msg.type == "ask":
+        return (f"[Question {msg.question_id} from {msg.source_display_name}] {msg.content}\n"
+                f"(Reply with your answer tool, question_id={msg.question_id}.)")
+    if msg.type == "answer":
+        return f"[Answer to {msg.question_id} from {msg.source_display_name}] {msg.content}"
+    return f"[Message from {msg.source_display_name}] {msg.content}"
+
+
+def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
+    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility", "routed")}
+    meta.update(source=msg.source, visibility=msg.meta.get("visibility", "chat"), starts_work=starts_work,
+                message_type=msg.type, from_agent=msg.source_display_name)
+    if msg.question_id:
+        meta["question_id"] = msg.question_id
+    return MessageDraft(role="user", content=history_text(msg), meta=meta, message_id=msg.id)

@@ -1,0 +1,83 @@
+"""Background command rows: every query of modules/background_command_manager.py, which runs the commands."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from modules.storage.db import Database
+from modules.storage.models import BackgroundCommand
+
+# A command's states: one constant each.
+RUNNING = "running"
+SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, LOST = "succeeded", "failed", "timed_out", "cancelled", "lost"
+FINISHED_STATUSES = (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, LOST)
+
+
+def insert_running(db: Database, command: BackgroundCommand) -> None:
+    with db.write() as s:
+        s.add(command)
+
+
+def record_pid(db: Database, command_id: str, pid: int, started: int | None) -> None:
+    with db.write() as s:
+        s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id)
+                  .values(pid=pid, pid_started=started))
+
+
+def lock_running_in(s: Session, command_ids: list[str]) -> list[BackgroundCommand]:
+    """The commands among these that still run, row-locked until the caller's commit (their finish)."""
+    return list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.id.in_(command_ids),
+                                                          BackgroundCommand.status == RUNNING)
+                          .with_for_update()))
+
+
+def request_cancel(db: Database, command_id: str) -> bool:
+    """Flag a running command for its owner process to cancel; False when it has ended."""
+    with db.write() as s:
+        return s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
+                                                         BackgroundCommand.status == RUNNING)
+                         .values(cancel_requested=True)).rowcount == 1
+
+
+def running_ids_of_agent(db: Database, agent_id: str) -> list[str]:
+    with db.read() as s:
+        return list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.agent_id == agent_id,
+                                                                 BackgroundCommand.status == RUNNING)))
+
+
+def cancel_requested_among(db: Database, command_ids: list[str]) -> list[str]:
+    with db.read() as s:
+        return list(s.scalars(select(BackgroundCommand.id).where(BackgroundCommand.id.in_(command_ids),
+                                                                 BackgroundCommand.cancel_requested)))
+
+
+def get(db: Database, command_id: str) -> BackgroundCommand | None:
+    with db.read() as s:
+        return s.get(BackgroundCommand, command_id)
+
+
+def get_many(db: Database, command_ids: list[str]) -> dict[str, BackgroundCommand]:
+    with db.read() as s:
+        return {c.id: c for c in s.scalars(select(BackgroundCommand).where(BackgroundCommand.id.in_(command_ids)))}
+
+
+def list_for_conversation(db: Database, conversation_id: str) -> list[BackgroundCommand]:
+    with db.read() as s:
+        return list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.conversation_id == conversation_id)
+                              .order_by(BackgroundCommand.created_at)))
+
+
+def any_running(db: Database, conversation_id: str | None = None, agent_id: str | None = None) -> bool:
+    query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
+    if conversation_id is not None:
+        query = query.where(BackgroundCommand.conversation_id == conversation_id)
+    if agent_id is not None:
+        query = query.where(BackgroundCommand.agent_id == agent_id)
+    with db.read() as s:
+        return s.scalars(query.limit(1)).first() is not None
+
+
+def list_running(db: Database) -> list[BackgroundCommand]:
+    with db.read() as s:
+        return list(s.scalars(select(BackgroundCommand).where(BackgroundCommand.status == RUNNING)))

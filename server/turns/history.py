@@ -1,0 +1,68 @@
+"""A turn's history: stored messages <-> model messages, persisting replies, closing open tool calls, and the
+ownership check that guards every write (docs/ARCHITECTURE.md, "The turn package")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Row
+from sqlalchemy.orm import Session
+
+from modules.llm import ModelReply
+from modules.storage import messages as message_store
+from modules.storage import tasks as task_store
+from modules.storage.messages import MessageDraft
+from modules.storage.models import Message
+from server.turns.context import TurnRuntime
+from server.turns.types import Turn
+
+
+def turn_is_ours(rt: TurnRuntime, turn: Turn) -> bool:
+    """False once another process took the task over (it judged this one gone): from then on this
+    process must not write the agent's history."""
+    return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
+
+
+def to_model_message(msg: Message | Row) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": msg.role, "content": msg.content or ""}
+    if msg.role == "assistant" and msg.tool_calls:
+        out["tool_calls"] = msg.tool_calls
+        if not msg.content:
+            out["content"] = None
+    if msg.role == "tool":
+        out["tool_call_id"] = msg.tool_call_id
+    return out
+
+
+def build_model_messages(rt: TurnRuntime, turn: Turn) -> list[dict[str, Any]]:
+    system = turn.profile.system_message(turn.display_name)
+    history = message_store.model_history(rt.db, turn.agent_id)
+    return [{"role": "system", "content": system}, *(to_model_message(m) for m in history)]
+
+
+def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, reply: ModelReply,
+                              *, meta: dict[str, Any] | None = None) -> Message | None:
+    calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        for call in reply.tool_calls
+    ]
+    if not reply.content and not calls:
+        return None
+    draft = MessageDraft(role="assistant", content=reply.content or None, tool_calls=calls or None,
+                         message_id=message_id, meta={"task_id": turn.task_id, **(meta or {})})
+    return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
+
+
+def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> MessageDraft:
+    return MessageDraft(role="tool", content=json.dumps(result, ensure_ascii=False), tool_call_id=call_id,
+                        name=name)
+
+
+def close_open_tool_calls_in(s: Session, conversation_id: str, agent_id: str, reason: str) -> list[Message]:
+    """Give every tool call still without a result one, so the agent's next model request is valid."""
+    drafts = [
+        tool_result_draft(call["id"], call["function"]["name"], {"success": False, "error": reason})
+        for call in message_store.open_tool_calls_in(s, agent_id)
+    ]
+    return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []

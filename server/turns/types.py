@@ -1,0 +1,43 @@
+"""The records of a turn (docs/ARCHITECTURE.md, "The turn package")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from modules.agents.profiles import MASTER_KIND, AgentProfile
+from modules.storage.models import Message
+from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
+
+__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Turn", "TurnOutcome"]
+
+
+@dataclass
+class Turn:
+    """One turn of one agent (one task row): who runs, what started it, and its stop switch.
+
+    The loop reads the first five fields; the manager adds what the turn's end needs: the agent's kind and
+    parent (whether a completion notice goes up), whether the user started it, what its start drained."""
+
+    task_id: str
+    conversation_id: str
+    agent_id: str
+    display_name: str
+    profile: AgentProfile
+    kind: str = MASTER_KIND
+    parent_id: str | None = None
+    from_user: bool = False
+    drained: list[Message] = field(default_factory=list)  # what the turn's start took from the queue, in order
+    started: float = field(default_factory=time.monotonic)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def stopped(self) -> bool:
+        return self.stop_event.is_set()
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    status: str
+    error: dict[str, Any] | None = None

@@ -1,0 +1,1 @@
+"""Receiver-decided routing through the real server (docs/ARCHITECTURE.md): a shared server per module."""

@@ -1,0 +1,61 @@
+"""The active-agent fast path's decision (`ActiveAgentFastPath.decide`, modules/multi_agent/message_router.py) on a
+real database: which agent it would go to, and when it is taken."""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.multi_agent.fast_path import load_routing_signals
+from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore
+from modules.storage import agents as agent_store
+from modules.storage.db import Database
+from modules.storage.session_store import SessionStore
+from test.unit.teams import conversation_with_sub_agent
+
+STAGES = ("QueryRewritingAgent", "IntentRecognitionAgent", "RoutingAgent")
+
+
+@pytest.fixture
+def team(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    conv, master, sub, manager = conversation_with_sub_agent(db)
+    fast = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), load_routing_signals(None),
+                               {"InfoAgent": ("policy",)}, STAGES)
+    yield db, conv, master, sub, manager, fast
+    db.dispose()
+
+
+def test_no_active_agent_means_no_fast_path(team):
+    db, conv, master, sub, _, fast = team
+    decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "好的")
+    assert (decided.active, decided.target, decided.taken, decided.reason) == (None, None, False, "no active agent")
+
+
+def test_a_continuation_goes_to_the_active_sub_agent(team):
+    db, conv, master, sub, _, fast = team
+    fast.store.set_active_agent(conv.id, sub.display_name)
+    decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "好的")
+    assert decided.target.id == sub.id and decided.taken
+
+
+def test_the_master_is_a_target_and_a_new_topic_is_not_taken(team):
+    db, conv, master, sub, _, fast = team
+    fast.store.set_active_agent(conv.id, master.display_name)
+    decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "帮我查一下杭州的差旅政策")
+    assert decided.target.id == master.id and not decided.taken
+
+
+@pytest.mark.parametrize("active", [*STAGES, "NoSuchAgent_9"])
+def test_a_routing_stage_or_an_unknown_name_is_no_target(team, active):
+    db, conv, master, sub, _, fast = team
+    fast.store.set_active_agent(conv.id, active)
+    decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "好的")
+    assert decided.active == active and decided.target is None and not decided.taken
+
+
+def test_a_terminated_sub_agent_is_no_target(team):
+    db, conv, master, sub, manager, fast = team
+    fast.store.set_active_agent(conv.id, sub.display_name)
+    assert manager.mark_terminated(sub.id)
+    decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "好的")
+    assert decided.target is None and not decided.taken
