@@ -7,9 +7,10 @@ checks that the generated file is current and that events seen during integratio
 keys are refused, hence `extra="forbid"`).
 """
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
 
 from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 _STRICT = ConfigDict(extra="forbid")
 
