@@ -177,3 +177,16 @@ class CommandCancelling(ResponseModel):
     success: Literal[True] = True
     command_id: str
     cancelling: Literal[True] = True
+
+
+class WorkspaceFile(ResponseModel):
+    """A regular file at the top of the conversation's workspace (`/workspace` to its agents' commands)."""
+
+    name: str
+    size: int = Field(description="bytes")
+    modified: Timestamp
+
+
+class WorkspaceFileList(ResponseModel):
+    success: Literal[True] = True
+    data: list[WorkspaceFile] = Field(description="by name")
