@@ -34,6 +34,7 @@ from server.api import (
     health,
     messages,
     openapi,
+    queued,
     tasks,
     workspace_files,
 )
@@ -119,7 +120,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     register_error_handlers(app)
     outage.install(app, socketio, db, spawn)
     for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
-               health.bp, messages.bp, openapi.bp):
+               queued.bp, health.bp, messages.bp, openapi.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)

@@ -15,6 +15,7 @@ from modules.storage import tasks as task_store
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Message
 from server.chat_flow_types import ChatTurn
+from server.queue_events import emit_pending_count
 from server.runtime import Runtime
 from server.sender import EventSender
 
@@ -79,6 +80,8 @@ def inject_runtime_user_message(rt: Runtime, turn: ChatTurn, sender: EventSender
     tool block, in one transaction, and echo each as a `user_message`. No new task."""
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
+    if drained:
+        emit_pending_count(rt, turn.conversation_id, turn.agent_id)
     return len(drained)
 
 

@@ -72,12 +72,14 @@ class TextChunkEvent(TaskEventBase):
 
 @with_config(_STRICT)
 class TextEndEvent(TaskEventBase):
-    """The full text of a reply; `partial` and `error_code` when the model failed mid-answer."""
+    """The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and
+    `stopped` when the user stopped it mid-answer (the history keeps the same marks in `metadata`)."""
 
     message_id: str
     content: str
     partial: NotRequired[bool]
     error_code: NotRequired[str]
+    stopped: NotRequired[bool]
 
 
 @with_config(_STRICT)

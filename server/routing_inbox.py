@@ -21,6 +21,7 @@ from modules.storage import conversations as conversation_store
 from modules.storage import pending_messages, unrouted
 from modules.storage.models import Conversation
 from server.errors import ApiError
+from server.queue_events import emit_pending_count
 from server.runtime import Runtime
 from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 
@@ -138,6 +139,7 @@ class RoutingInbox:
         unrouted.record_delivery(rt.db, held.id, outcome)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
+        emit_pending_count(rt, conv.id, target.id)
         rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,
                                     "target_agent": target.display_name, "message_id": held.id,
                                     "conversation_id": conv.id}, conv.id)

@@ -190,3 +190,20 @@ class WorkspaceFile(ResponseModel):
 class WorkspaceFileList(ResponseModel):
     success: Literal[True] = True
     data: list[WorkspaceFile] = Field(description="by name")
+
+
+class QueuedMessage(ResponseModel):
+    """A user's message that no agent has read yet."""
+
+    message_id: str
+    content: str
+    status: Literal["routing", "queued"] = Field(
+        description="`routing`: stored, its receiver not chosen yet; `queued`: waiting in its receiver's queue")
+    agent_id: str | None = Field(description="the receiver, once routed")
+    target_agent: str | None
+    created_at: Timestamp
+
+
+class QueuedMessageList(ResponseModel):
+    success: Literal[True] = True
+    data: list[QueuedMessage] = Field(description="in the order they were sent")

@@ -28,6 +28,7 @@ from modules.storage.records import new_id
 from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_task_support import emit_user_messages
 from server.chat_flow_types import FAILED, STOPPED, ChatTurn, TurnOutcome
+from server.queue_events import emit_pending_count
 from server.runtime import Runtime
 from server.sender import TaskEventSender
 from server.tasks.recovery import Recovery
@@ -145,6 +146,7 @@ class TaskManager:
         try:
             emit_user_messages(sender, running.drained, TRIGGERED_NEW_TURN, turn.display_name)
             self._emit_state_change(running.claim)
+            emit_pending_count(rt, turn.conversation_id, turn.agent_id)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
             else:

@@ -38,7 +38,7 @@ def conforms(event_type: str, data: dict[str, Any]) -> str | None:
 class Recorder:
     """A Socket.IO client in one conversation's room that keeps every event it receives."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, token: str | None = None):
         self.events: list[tuple[str, dict]] = []
         self.client = socketio.Client(reconnection=False)
         self._lock = threading.Lock()
@@ -48,7 +48,7 @@ class Recorder:
             with self._lock:
                 self.events.append((event, data))
 
-        self.client.connect(url, wait_timeout=10)
+        self.client.connect(url, auth={"token": token} if token else None, wait_timeout=10)
 
     def join(self, conversation_id: str) -> None:
         ack = self.client.call("join_conversation", {"conversation_id": conversation_id}, timeout=10)

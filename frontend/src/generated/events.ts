@@ -112,7 +112,7 @@ export interface TextChunkEvent {
   content: string;
 }
 
-/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer. */
+/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and `stopped` when the user stopped it mid-answer (the history keeps the same marks in `metadata`). */
 export interface TextEndEvent {
   task_id: string;
   conversation_id: string;
@@ -122,6 +122,7 @@ export interface TextEndEvent {
   content: string;
   partial?: boolean;
   error_code?: string;
+  stopped?: boolean;
 }
 
 /** `result` is the tool's JSON result object, serialised. */
