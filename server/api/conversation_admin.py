@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from pathlib import Path
 
 from flask import Blueprint, Response
 
@@ -51,8 +52,10 @@ def _stop_work(rt: Runtime, conversation_id: str, agent_ids: list[str]) -> None:
         rt.tasks.stop(task.id)
 
 
-def _remove_files(rt: Runtime, conv: Conversation) -> None:
+def _remove_files(rt: Runtime, conv: Conversation, command_logs: list[str]) -> None:
     shutil.rmtree(rt.settings.workspaces_dir / conv.id, ignore_errors=True)
+    for path in command_logs:
+        Path(path).unlink(missing_ok=True)
 
 
 def _purge_when_idle(rt: Runtime, conv: Conversation, agent_ids: list[str], wait_s: float) -> bool:
@@ -60,8 +63,9 @@ def _purge_when_idle(rt: Runtime, conv: Conversation, agent_ids: list[str], wait
     after `wait_s`."""
     deadline = time.monotonic() + wait_s
     while True:
+        command_logs = [c.log_path for c in rt.commands.list(conv.id)]
         if conversation_store.purge_conversation(rt.db, conv.id):
-            _remove_files(rt, conv)
+            _remove_files(rt, conv, command_logs)
             return True
         if time.monotonic() >= deadline:
             return False
@@ -93,7 +97,7 @@ def delete_conversation(conversation_id: str, user_id: int):
     _stop_work(rt, conv.id, agent_ids)
     if not _purge_when_idle(rt, conv, agent_ids, DELETE_WAIT_S):
         rt.spawn(_purge_later, rt, conv, agent_ids)
-    _remove_files(rt, conv)
+    _remove_files(rt, conv, [])
     return Response(status=204)
 
 

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from test.conftest import wait_until
+from test.db_urls import fresh_database
 from test.scripted_llm import text, tool_calls
 
 TOKENS = "alice:tok-alice,bob:tok-bob"
@@ -162,6 +163,7 @@ def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, 
     listed = [c["conversation_id"] for c in auth_server.get("/api/conversations").json()["data"]]
     assert listed == [kept["conversation_id"]]
     assert not workspace.exists()
+    assert not list((auth_server.data_dir / "command_logs").iterdir())  # the only command's log is gone
     wait_until(lambda: b"sleep 59.31" not in _process_table(), timeout=15, what="the command to be killed")
     assert len(llm.agent_requests) == 3  # nothing asked the model after the delete (no follow-up turn)
     wait_until(lambda: _rows_of(auth_server, cid) == 0, timeout=20, what="the conversation's rows to be removed")
@@ -179,3 +181,28 @@ def _rows_of(server, cid: str) -> int:
 def _process_table() -> bytes:
     import subprocess
     return subprocess.run(["ps", "-eo", "args"], capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_rename_search_export_and_delete_on(kind, make_server, llm, tmp_path):
+    with fresh_database(kind, tmp_path) as url:
+        server = make_server(database_url=url)
+        llm.script(tool_calls(("run_command", {"command": "echo 50%_done > out.txt"})))
+        llm.script(text("Wrote 50%_done to OUT.TXT."))
+        sent = server.send("write the progress file")
+        assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+        cid = sent["conversation_id"]
+        other = server.post("/api/conversations", {"title": "50 percent"}).json()["conversation_id"]
+        assert server.request("PATCH", f"/api/conversations/{cid}", json={"title": "Ünïcode ✓"}).status_code == 200
+
+        def found(q: str) -> list[str]:
+            return [c["conversation_id"] for c in server.get("/api/conversations", params={"q": q}).json()["data"]]
+
+        assert found("50%_") == [cid] and found("out.txt") == [cid] and found("ünïcode") == [cid]
+        assert found("percent") == [other]
+        doc = server.get(f"/api/conversations/{cid}/export", params={"format": "json"}).json()
+        assert [m["role"] for m in doc["agents"][0]["messages"]] == ["user", "assistant", "tool", "assistant"]
+        assert server.request("DELETE", f"/api/conversations/{cid}").status_code == 204
+        assert server.get(f"/api/tasks/{sent['task_id']}").status_code == 404
+        assert [c["conversation_id"] for c in server.get("/api/conversations").json()["data"]] == [other]
+        server.stop()
