@@ -206,3 +206,20 @@ def test_rename_search_export_and_delete_on(kind, make_server, llm, tmp_path):
         assert server.get(f"/api/tasks/{sent['task_id']}").status_code == 404
         assert [c["conversation_id"] for c in server.get("/api/conversations").json()["data"]] == [other]
         server.stop()
+
+
+def test_openapi_lists_the_new_operations(server):
+    paths = server.get("/openapi.json").json()["paths"]
+    expected = {"/api/conversations": {"get"}, "/api/conversations/{conversation_id}": {"get", "patch", "delete"},
+                "/api/conversations/{conversation_id}/export": {"get"},
+                "/api/conversations/{conversation_id}/files": {"get", "post"},
+                "/api/conversations/{conversation_id}/files/{name}": {"get"},
+                "/api/conversations/{conversation_id}/regenerate": {"post"},
+                "/api/conversations/{conversation_id}/queued": {"get"}}
+    for path, methods in expected.items():
+        assert methods <= set(paths[path]), path
+    upload = paths["/api/conversations/{conversation_id}/files"]["post"]
+    assert "multipart/form-data" in upload["requestBody"]["content"]
+    assert "413" in upload["responses"]
+    assert "content" not in paths["/api/conversations/{conversation_id}"]["delete"]["responses"]["204"]
+    assert any(p["name"] == "q" for p in paths["/api/conversations"]["get"]["parameters"])

@@ -89,3 +89,17 @@ def test_bad_names_large_files_and_other_users_change_nothing(files_server, llm)
     assert server.get(f"/api/conversations/{cid}/files/folder").status_code == 404
     res = server.get(f"/api/conversations/{cid}/files/..")
     assert res.status_code in (400, 404)
+
+
+def test_an_upload_may_be_larger_than_max_request_bytes(make_server, llm):
+    server = make_server(env={"UPLOAD_MAX_MB": "1", "MAX_REQUEST_BYTES": "65536"})
+    cid = server.post("/api/conversations", {"title": "big"}).json()["conversation_id"]
+    content = os.urandom(700_000)
+    res = _upload(server, cid, "big.bin", content)
+    assert res.status_code == 201, res.text
+    assert server.get(f"/api/conversations/{cid}/files/big.bin").content == content
+    res = _upload(server, cid, "too-big.bin", b"x" * (2**20 + 1))
+    assert (res.status_code, res.json()["code"]) == (413, "file_too_large")
+    # other bodies keep their limit
+    res = server.post("/api/conversations", {"title": "x" * 70_000})
+    assert (res.status_code, res.json()["code"]) == (413, "payload_too_large")
