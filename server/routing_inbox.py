@@ -137,9 +137,9 @@ class RoutingInbox:
         outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
                    "agent_id": target.id, "target_agent": target.display_name}
         unrouted.record_delivery(rt.db, held.id, outcome)
+        emit_pending_count(rt, conv.id, target.id)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
-        emit_pending_count(rt, conv.id, target.id)
         rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,
                                     "target_agent": target.display_name, "message_id": held.id,
                                     "conversation_id": conv.id}, conv.id)
