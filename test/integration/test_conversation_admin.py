@@ -7,6 +7,7 @@ import sqlite3
 import threading
 
 import pytest
+import socketio
 
 from test.conftest import wait_until
 from test.db_urls import fresh_database
@@ -159,6 +160,18 @@ def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, 
                  f"/api/background_commands?conversation_id={cid}"):
         assert auth_server.get(path).status_code == 404, path
     assert auth_server.request("DELETE", f"/api/conversations/{cid}").status_code == 404
+    assert auth_server.get(f"/api/conversations/{cid}/export").status_code == 404
+    assert auth_server.request("PATCH", f"/api/conversations/{cid}", json={"title": "back?"}).status_code == 404
+    assert auth_server.post(f"/api/conversations/{cid}/regenerate").status_code == 404
+    assert auth_server.request("POST", f"/api/conversations/{cid}/files",
+                               files={"file": ("a.txt", b"x")}).status_code == 404
+    client = socketio.Client(reconnection=False)
+    client.connect(auth_server.url, auth={"token": "tok-alice"}, wait_timeout=10)
+    try:
+        ack = client.call("join_conversation", {"conversation_id": cid}, timeout=10)
+        assert (ack["success"], ack["code"]) == (False, "not_found")
+    finally:
+        client.disconnect()
     assert auth_server.post("/api/tasks", {"message": "more", "conversation_id": cid}).status_code == 404
     listed = [c["conversation_id"] for c in auth_server.get("/api/conversations").json()["data"]]
     assert listed == [kept["conversation_id"]]
