@@ -121,6 +121,7 @@ class Settings:
     command_log_max_bytes: int = 1024 * 1024
     command_log_retention_days: float = 7.0
     demo_chunk_delay_s: float = 0.02
+    upload_max_mb: float = 10.0
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
@@ -185,6 +186,7 @@ class Settings:
             command_log_max_bytes=_int(env, "COMMAND_LOG_MAX_BYTES", base.command_log_max_bytes),
             command_log_retention_days=_float(env, "COMMAND_LOG_RETENTION_DAYS", base.command_log_retention_days),
             demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
+            upload_max_mb=_float(env, "UPLOAD_MAX_MB", base.upload_max_mb),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,

@@ -19,7 +19,18 @@ from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import build_sandbox
 from server import outage
-from server.api import background, conversations, health, messages, openapi, tasks
+from server.api import (
+    background,
+    conversation_admin,
+    conversations,
+    export,
+    health,
+    messages,
+    openapi,
+    queued,
+    tasks,
+    workspace_files,
+)
 from server.auth import Authenticator
 from server.chat_service import ChatService
 from server.errors import register_error_handlers
@@ -78,7 +89,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
     outage.install(app, socketio, db, spawn)
-    for bp in (conversations.bp, tasks.bp, background.bp, health.bp, messages.bp, openapi.bp):
+    for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
+               queued.bp, health.bp, messages.bp, openapi.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)

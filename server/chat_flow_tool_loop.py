@@ -11,7 +11,7 @@ from modules.storage import messages as message_store
 from modules.tools.base import ToolContext
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
-from server.turns.events import emit_user_messages
+from server.turns.events import emit_pending_count, emit_user_messages
 from server.turns.history import tool_result_draft, turn_is_ours
 from server.turns.types import Turn
 
@@ -24,6 +24,8 @@ def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender
     tool block, in one transaction, and echo each as a `user_message`. No new task."""
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
+    if drained:
+        emit_pending_count(rt, turn.conversation_id, turn.agent_id)
     return len(drained)
 
 

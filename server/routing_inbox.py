@@ -22,6 +22,7 @@ from modules.storage import pending_messages, unrouted
 from modules.storage.models import Conversation
 from server.errors import ApiError
 from server.runtime import Runtime
+from server.turns.events import emit_pending_count
 from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,7 @@ class RoutingInbox:
         outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
                    "agent_id": target.id, "target_agent": target.display_name}
         unrouted.record_delivery(rt.db, held.id, outcome)
+        emit_pending_count(rt, conv.id, target.id)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
         rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,

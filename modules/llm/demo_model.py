@@ -3,6 +3,12 @@
 It recognises "run `<cmd>`" requests and answers them with a `run_command` tool call,
 summarises the tool's result, and otherwise explains that it is the demo model. It
 streams like a real model (a few words per chunk) so the UI path is the same.
+
+`EXAMPLES` are phrases that show each mechanism of the team without an API key (the UI offers them
+as chips, `GET /healthz` lists them): a background command whose completion notice comes back, a
+background sub-agent that reports back, a question to the user (`ask_user`), a sub-agent's question
+to its master (`ask_master`, answered with `answer_sub_agent_question`); every reply is followed by
+suggestions, which offer the other examples.
 """
 
 from __future__ import annotations
@@ -27,6 +33,22 @@ _PLAIN = (
 )
 _WORD = re.compile(r"\S{1,12}\s*|\s+")  # a "word" (long runs, e.g. Chinese, split) and its trailing space
 _WORDS_PER_CHUNK = 3
+
+EXAMPLE_BACKGROUND_COMMAND = "run `sleep 3; echo background work done` in the background"
+EXAMPLE_SUB_AGENT = "start a background sub-agent to research Lisbon"
+EXAMPLE_ASK_USER = "ask me which city I prefer"
+EXAMPLE_SUB_AGENT_QUESTION = "let a sub-agent ask you a question"
+EXAMPLE_FOREGROUND_COMMAND = "run `ls -la`"
+EXAMPLES = (EXAMPLE_BACKGROUND_COMMAND, EXAMPLE_SUB_AGENT, EXAMPLE_ASK_USER, EXAMPLE_SUB_AGENT_QUESTION,
+            EXAMPLE_FOREGROUND_COMMAND)
+
+# What the master's demo hands its sub-agents, and how the sub-agent's demo recognises each kind of task.
+_RESEARCH_TASK = "Research Lisbon's top sights and report back."
+_ASKING_TASK = "Ask your master which city to research, then report back."
+_CITIES = ["Lisbon", "Porto"]
+_QUESTION = re.compile(r"^\[Question (\S+) from ([^\]]+)\]")
+_SUB_AGENT_NOTICE = re.compile(r"^\[Sub-agent (\S+) ([a-z]+) in [^\]]*\]")
+_COMMAND_NOTICE = re.compile(r"^\[Background command \S+ ([a-z]+)[^\]]*\] `([^`]*)`")
 
 
 class DemoChatModel:
@@ -73,14 +95,24 @@ def _stage_answer(system: str, last_user: str) -> str | None:
     if "You are QueryRewritingAgent" in system:
         return last_user.rpartition("Latest message:")[2].strip() or last_user
     if "You are IntentRecognitionAgent" in system:
-        lowered = last_user.lower()
-        for name, words in _INTENT_KEYWORDS:
-            if f"- {name}:" in system and any(w in lowered for w in words):
-                return json.dumps({"agent": name})
-        return json.dumps({"agent": "MasterAgent"})
+        return json.dumps({"agent": _intent(system, last_user)})
+    if "You are RoutingAgent" in system:
+        query = last_user.rpartition("Latest message:")[2].strip() or last_user
+        return json.dumps({"query": query, "agent": _intent(system, query)}, ensure_ascii=False)
     if "You suggest what the user may want to say next" in system:
-        return json.dumps({"questions": ["继续", "ok", "run `ls -la`"]}, ensure_ascii=False)
+        said = last_user.partition("User said:")[2].partition("\n\nAssistant replied:")[0].strip()
+        return json.dumps({"questions": [e for e in EXAMPLES if e != said][:3]}, ensure_ascii=False)
     return None
+
+
+def _intent(system: str, message: str) -> str:
+    lowered = message.lower()
+    if any(example in message for example in EXAMPLES):
+        return "MasterAgent"
+    for name, words in _INTENT_KEYWORDS:
+        if f"{name}:" in system and any(w in lowered for w in words):
+            return name
+    return "MasterAgent"
 
 
 def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
@@ -92,6 +124,9 @@ def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
     if last.get("role") == "tool":
         return _summarise_tool_result(history, last), []
     said = _text(last.get("content")) if last.get("role") == "user" else ""
+    scripted = _mechanism(said, system, tools, len(history))
+    if scripted is not None:
+        return scripted
     command = _requested_command(said)
     if command and "run_command" in tools:
         arguments = json.dumps({"command": command}, ensure_ascii=False)
@@ -102,9 +137,51 @@ def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
     quote = " ".join(said.split())[:_MAX_QUOTE_CHARS]
     heard = f'You said: "{quote}".' if quote else "I could not find a message to answer."
     return (
-        f"Hello! {_DEMO_NOTE} {heard} Try asking me to run a command, for example: run `ls -la`",
+        f"Hello! {_DEMO_NOTE} {heard} Try one of these to see the team at work: "
+        + "; ".join(f'"{e}"' for e in EXAMPLES),
         [],
     )
+
+
+def _call(n: int, name: str, arguments: dict[str, Any]) -> list[ToolCall]:
+    return [ToolCall(f"call_demo_{n}", name, json.dumps(arguments, ensure_ascii=False))]
+
+
+def _mechanism(said: str, system: str, tools: set[str], n: int) -> tuple[str, list[ToolCall]] | None:
+    """The example phrases, the notices and questions they lead to, and a sub-agent's demo tasks."""
+    said = said.partition("\n\n[Understood as:")[0].strip()
+    lowered = said.lower()
+    if match := _QUESTION.match(said):
+        if "answer_sub_agent_question" in tools:
+            return (f"{match.group(2)} asks me a question; I answer: {_CITIES[0]}.",
+                    _call(n, "answer_sub_agent_question", {"question_id": match.group(1), "answer": _CITIES[0]}))
+        return f"I was asked a question ({match.group(1)}), but I have no tool to answer it.", []
+    if match := _SUB_AGENT_NOTICE.match(said):
+        report = said.partition("Result:\n")[2].strip() or "(no report)"
+        return f"{match.group(1)} reported back ({match.group(2)}):\n\n{report}", []
+    if match := _COMMAND_NOTICE.match(said):
+        output = said.partition("Output (tail):\n")[2].strip()
+        tail = f"\n\n{_fenced(_clip(output))}" if output else " It printed nothing."
+        return f"The background command `{match.group(2)}` has {match.group(1)}.{tail}\n", []
+    if said == _RESEARCH_TASK and "run_command" in tools:
+        return ("Researching Lisbon (this takes a moment)...",
+                _call(n, "run_command", {"command": "sleep 2; echo 'Belem Tower, Alfama, Jeronimos Monastery'"}))
+    if said == _ASKING_TASK and "ask_master" in tools:
+        return "I need a decision from my master first.", _call(
+            n, "ask_master", {"question": f"Which city should I research: {' or '.join(_CITIES)}?"})
+    if "create_sub_agent" in tools and "sub-agent" in lowered:
+        task = _ASKING_TASK if "ask" in lowered else _RESEARCH_TASK
+        return ("I am starting a sub-agent in the background; it reports back when it is done.",
+                _call(n, "create_sub_agent", {"role": "InfoAgent", "task": task, "run_in_background": True}))
+    if "ask_user" in tools and lowered.startswith("ask me"):
+        return "I need your choice first.", _call(
+            n, "ask_user", {"question": "Which city do you prefer?", "options": _CITIES})
+    command = _requested_command(said)
+    if command and "run_command" in tools and "background" in lowered:
+        command = command if "`" in said else command.rsplit(" in the background", 1)[0]
+        return (f"Starting `{command}` in the background; I will tell you when it ends.",
+                _call(n, "run_command", {"command": command, "run_in_background": True}))
+    return None
 
 
 def _requested_command(said: str) -> str:
@@ -125,10 +202,14 @@ def _summarise_tool_result(history: list[dict], result: dict) -> str:
         payload = json.loads(raw)
     except ValueError:
         payload = None
+    if isinstance(payload, dict) and (summary := _agent_tool_summary(name, payload)) is not None:
+        return summary
     if name not in ("run_command", "") or not isinstance(payload, dict):
         label = f"`{name}`" if name else "The tool"
         return f"{label} returned:\n\n{_fenced(_clip(raw) or '(nothing)')}\n"
     command = arguments.get("command") or payload.get("command") or ""
+    if payload.get("command_id") and payload.get("status") == "running":
+        return f"`{command}` runs in the background (command {payload['command_id'][:8]}); its notice follows.\n"
     title = f"Ran `{command}`" if command else "The command ran"
     if "exit_code" in payload:
         status = f"exit code **{payload['exit_code']}**"
@@ -140,6 +221,27 @@ def _summarise_tool_result(history: list[dict], result: dict) -> str:
     output = _text(payload.get("output"))
     lines.append(_fenced(_clip(output) or "(no output)"))
     return "\n\n".join(lines) + "\n"
+
+
+def _agent_tool_summary(name: str, payload: dict[str, Any]) -> str | None:
+    """The demo's words after the team's tools; None for a tool it has no words for."""
+    if name not in _AGENT_TOOLS:
+        return None
+    if not payload.get("success"):
+        return f"`{name}` failed: {_text(payload.get('error')) or 'no reason given'}.\n"
+    if name == "create_sub_agent":
+        return f"{payload.get('display_name')} is {payload.get('status')}; its report will follow as a notice.\n"
+    if name == "ask_user":
+        return f"You chose **{_text(payload.get('answer'))}**. Thank you!\n"
+    if name == "answer_sub_agent_question":
+        return "I answered; the sub-agent carries on and reports back when it is done.\n"
+    if name == "ask_master":
+        answer = _text(payload.get("answer"))
+        return f"My master decided: {answer}. Report: {answer} is worth a visit (researched by the demo).\n"
+    return None
+
+
+_AGENT_TOOLS = ("create_sub_agent", "ask_user", "answer_sub_agent_question", "ask_master")
 
 
 def _originating_call(history: list[dict], call_id: Any) -> tuple[str, dict]:

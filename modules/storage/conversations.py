@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, exists, func, or_, select, update
 
 from modules.storage.db import Database
-from modules.storage.models import Agent, Conversation
+from modules.storage.models import (
+    Agent,
+    BackgroundCommand,
+    Conversation,
+    Message,
+    PendingMessageRow,
+    SessionEntry,
+    Task,
+    TaskEvent,
+)
+from modules.storage.pending_messages import CONSUMED, QUEUED
 from modules.storage.records import new_id, now
+from modules.storage.tasks import ACTIVE_STATUSES
+from modules.storage.unrouted import ROUTING
 
 
 def create_conversation(db: Database, user_id: int, title: str,
@@ -26,20 +38,81 @@ def create_conversation(db: Database, user_id: int, title: str,
 
 
 def get_conversation(db: Database, conversation_id: str, user_id: int | None = None) -> Conversation | None:
-    """The conversation, or None when it does not exist or belongs to another user."""
+    """The conversation, or None when it does not exist or belongs to another user; asked for a user, a
+    deleted conversation is None too (the server's own work winding down still reads it)."""
     with db.read() as s:
         conv = s.get(Conversation, conversation_id)
-    if conv is None or (user_id is not None and conv.user_id != user_id):
+    if conv is None or (user_id is not None and (conv.user_id != user_id or conv.deleted_at is not None)):
         return None
     return conv
 
 
-def list_conversations(db: Database, user_id: int, limit: int = 200) -> list[Conversation]:
+def list_conversations(db: Database, user_id: int, limit: int = 200, query: str | None = None) -> list[Conversation]:
+    """The user's conversations, newest first; `query`: only those whose title or a user's or an agent's
+    message contains it, ignoring case."""
+    stmt = select(Conversation).where(Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
+    if query:
+        needle = query.lower()
+        in_messages = exists().where(Message.conversation_id == Conversation.id,
+                                     Message.role.in_(("user", "assistant")),
+                                     func.lower(Message.content).contains(needle, autoescape=True))
+        stmt = stmt.where(or_(func.lower(Conversation.title).contains(needle, autoescape=True), in_messages))
     with db.read() as s:
-        return list(s.scalars(
-            select(Conversation).where(Conversation.user_id == user_id)
-            .order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit)
-        ))
+        return list(s.scalars(stmt.order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit)))
+
+
+def rename_conversation(db: Database, conversation_id: str, user_id: int, title: str) -> Conversation | None:
+    """Set the title of the user's (not deleted) conversation; None when there is no such conversation."""
+    with db.write() as s:
+        done = s.execute(update(Conversation).where(
+            Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
+            .values(title=title, updated_at=now())).rowcount
+    return get_conversation(db, conversation_id, user_id) if done else None
+
+
+def mark_deleted(db: Database, conversation_id: str, user_id: int) -> bool:
+    """Hide the conversation from its user at once; False when it was not theirs or already deleted."""
+    with db.write() as s:
+        return bool(s.execute(update(Conversation).where(
+            Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
+            .values(deleted_at=now())).rowcount)
+
+
+def retire_agents(db: Database, conversation_id: str) -> list[str]:
+    """Mark every agent of a deleted conversation terminated and discard their queues and its messages
+    waiting for a route, in one transaction:
+    no new turn can start for them (a turn's claim checks the mark). Returns their ids."""
+    with db.write() as s:
+        ids = list(s.scalars(select(Agent.id).where(Agent.conversation_id == conversation_id)))
+        s.execute(update(Agent).where(Agent.conversation_id == conversation_id).values(terminated=True,
+                                                                                      updated_at=now()))
+        s.execute(update(PendingMessageRow).where(PendingMessageRow.conversation_id == conversation_id,
+                                                  PendingMessageRow.status.in_((QUEUED, ROUTING)))
+                  .values(status=CONSUMED, consumed_by="deleted", consumed_at=now()))
+    return ids
+
+
+def purge_conversation(db: Database, conversation_id: str) -> bool:
+    """Remove every row of a deleted conversation, in one transaction; False (nothing removed) while one
+    of its tasks or background commands is still active, or when it is not marked deleted."""
+    with db.write() as s:
+        conv = s.get(Conversation, conversation_id)
+        if conv is None or conv.deleted_at is None:
+            return False
+        busy_task = s.scalar(select(Task.id).where(Task.conversation_id == conversation_id,
+                                                   Task.status.in_(ACTIVE_STATUSES)).limit(1))
+        busy_command = s.scalar(select(BackgroundCommand.id).where(
+            BackgroundCommand.conversation_id == conversation_id, BackgroundCommand.status == "running").limit(1))
+        if busy_task or busy_command:
+            return False
+        task_ids = select(Task.id).where(Task.conversation_id == conversation_id)
+        s.execute(delete(TaskEvent).where(TaskEvent.task_id.in_(task_ids)))
+        for table in (Task, Message, PendingMessageRow, BackgroundCommand):
+            s.execute(delete(table).where(table.conversation_id == conversation_id))
+        s.execute(delete(SessionEntry).where(SessionEntry.key.like(f"{conversation_id}:%")))
+        s.execute(delete(Agent).where(Agent.conversation_id == conversation_id))
+        s.execute(delete(Conversation).where(Conversation.id == conversation_id))
+    return True
 
 
 def touch_conversation(db: Database, conversation_id: str, title: str | None = None) -> None:

@@ -49,6 +49,7 @@ class Conversation(Base):
     title: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[float] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double, index=True)
+    deleted_at: Mapped[float | None] = mapped_column(Double, nullable=True)  # set: gone for its user
 
 
 class Agent(Base):

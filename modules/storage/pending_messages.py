@@ -162,3 +162,19 @@ def queued_notices(db: Database, conversation_id: str, source: str) -> list[Pend
             .order_by(PendingMessageRow.seq)
         )
         return [r for r in rows if (r.meta or {}).get("source") == source]
+
+
+def waiting_user_messages(db: Database, conversation_id: str, statuses: tuple[str, ...]) -> list[PendingMessageRow]:
+    """The user's messages of the conversation that no agent has read yet, in the order they were sent:
+    queued for their receiver, or (`routing`, see `storage.unrouted`) still waiting for their route."""
+    with db.read() as s:
+        rows = s.scalars(select(PendingMessageRow).where(PendingMessageRow.conversation_id == conversation_id,
+                                                         PendingMessageRow.status.in_(statuses))
+                         .order_by(PendingMessageRow.seq))
+        return [r for r in rows if (r.meta or {}).get("source") == "user"]
+
+
+def queued_count(db: Database, agent_id: str) -> int:
+    with db.read() as s:
+        return s.scalar(select(func.count()).select_from(PendingMessageRow).where(
+            PendingMessageRow.target_agent_id == agent_id, PendingMessageRow.status == QUEUED)) or 0

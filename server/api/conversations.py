@@ -11,7 +11,7 @@ from modules.storage import pending_messages as queue
 from server.api import response_models as out
 from server.api.context import conversation_agent, owned_conversation, runtime
 from server.api.endpoint import endpoint
-from server.api.request_models import DEFAULT_TITLE, CreateConversationBody, MessagesQuery
+from server.api.request_models import DEFAULT_TITLE, ConversationSearchQuery, CreateConversationBody, MessagesQuery
 from server.api.serializers import agent_out, conversation_detail, conversation_out, message_out
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
@@ -28,10 +28,10 @@ def create_conversation(body: CreateConversationBody, user_id: int):
 
 
 @bp.get("")
-@endpoint({200: out.ConversationList})
-def list_conversations(user_id: int):
-    """The caller's conversations, newest first."""
-    convs = conversation_store.list_conversations(runtime().db, user_id)
+@endpoint({200: out.ConversationList}, errors=(400,), query=ConversationSearchQuery)
+def list_conversations(query: ConversationSearchQuery, user_id: int):
+    """The caller's conversations, newest first; `q` keeps those whose title or a message contains it."""
+    convs = conversation_store.list_conversations(runtime().db, user_id, query=query.q or None)
     return out.ConversationList(data=[conversation_out(c) for c in convs])
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import jsonify, request
+from flask import Response, jsonify, request
 from pydantic import BaseModel
 
 from server.api.context import current_user_id, json_body, runtime
@@ -36,20 +36,25 @@ class Operation:
     body_required: bool
     query: type[RequestModel] | None
     responses: dict[int, type[BaseModel]] = field(default_factory=dict)
+    files: dict[int, str] = field(default_factory=dict)  # status -> media type of a file ("": no body)
+    upload: str | None = None  # the multipart form field of an uploaded file
 
 
 def endpoint(responses: dict[int, type[BaseModel]], *, errors: tuple[int, ...] = (),
              body: type[RequestModel] | None = None, body_required: bool = True,
-             query: type[RequestModel] | None = None) -> Callable:
+             query: type[RequestModel] | None = None, files: dict[int, str] | None = None,
+             upload: str | None = None) -> Callable:
     """Declare a handler's models. It receives the caller's `user_id` (authenticated first) and the
     validated `body` and `query` as keyword arguments, and returns a response model or `(model, status)`;
-    `errors` are the statuses it answers with ErrorBody."""
+    `errors` are the statuses it answers with ErrorBody. `files`: statuses it answers with a file (a Flask
+    `Response` of that media type, e.g. a download); `upload`: the multipart field it reads a file from."""
     statuses = set(errors) | set(COMMON_ERRORS) | (set(BODY_ERRORS) if body else set())
     declared = {**{status: ErrorBody for status in statuses}, **responses}
 
     def decorate(handler: Callable) -> Callable:
         summary, _, description = (inspect.getdoc(handler) or handler.__name__).partition("\n")
-        operation = Operation(summary.strip(), description.strip(), body, body_required, query, declared)
+        operation = Operation(summary.strip(), description.strip(), body, body_required, query, declared,
+                              dict(files or {}), upload)
 
         @functools.wraps(handler)
         def view(**path_args: Any):
@@ -60,6 +65,8 @@ def endpoint(responses: dict[int, type[BaseModel]], *, errors: tuple[int, ...] =
             if query is not None:
                 kwargs["query"] = validated(query, request.args.to_dict(), context=context)
             answer = handler(**kwargs)
+            if isinstance(answer, Response) and answer.status_code in operation.files:
+                return answer
             model, status = answer if isinstance(answer, tuple) else (answer, 200)
             if type(model) is not declared.get(status):
                 raise TypeError(f"{handler.__name__} answered {status} with {type(model).__name__}, "

@@ -67,6 +67,13 @@ def _operation_dict(arguments: list[str], op: Operation, refs: dict[tuple[type, 
                                     "content": {"application/json": {"schema": refs[(model, "serialization")]}}}
                       for status, model in sorted(op.responses.items())},
     }
+    for status, media in op.files.items():  # a file answer, or (no media type) an empty one
+        result["responses"][str(status)] = {"description": HTTPStatus(status).phrase, **(
+            {"content": {media: {"schema": {"type": "string", "format": "binary"}}}} if media else {})}
+    if op.upload is not None:
+        result["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": {
+            "type": "object", "required": [op.upload],
+            "properties": {op.upload: {"type": "string", "format": "binary"}}}}}}
     if op.description:
         result["description"] = op.description
     if op.body is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from modules.config import Settings
@@ -69,3 +69,25 @@ class TaskEventsQuery(RequestModel):
 
 class MessagesQuery(RequestModel):
     agent: str | None = Field(None, description="agent id or display name; default: the master")
+
+
+def _strip(value: str) -> str:
+    return value.strip()
+
+
+class RenameConversationBody(RequestModel):
+    """`PATCH /api/conversations/<id>`: the new title, 1 to 200 characters once stripped."""
+
+    title: Annotated[stored_text(min_length=1), AfterValidator(_strip),
+                     StringConstraints(min_length=1, max_length=MAX_TITLE_CHARS)] = Field(
+        description="1 to 200 characters after stripping white space")
+
+
+class ConversationSearchQuery(RequestModel):
+    q: stored_text(max_length=MAX_TITLE_CHARS) | None = Field(
+        None, description="only conversations whose title or a user's or agent's message contains this text "
+                          "(case-insensitive)")
+
+
+class ExportQuery(RequestModel):
+    format: Literal["md", "json"] = Field("md", description="`md` (Markdown) or `json`")

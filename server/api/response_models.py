@@ -177,3 +177,33 @@ class CommandCancelling(ResponseModel):
     success: Literal[True] = True
     command_id: str
     cancelling: Literal[True] = True
+
+
+class WorkspaceFile(ResponseModel):
+    """A regular file at the top of the conversation's workspace (`/workspace` to its agents' commands)."""
+
+    name: str
+    size: int = Field(description="bytes")
+    modified: Timestamp
+
+
+class WorkspaceFileList(ResponseModel):
+    success: Literal[True] = True
+    data: list[WorkspaceFile] = Field(description="by name")
+
+
+class QueuedMessage(ResponseModel):
+    """A user's message that no agent has read yet."""
+
+    message_id: str
+    content: str
+    status: Literal["routing", "queued"] = Field(
+        description="`routing`: stored, its receiver not chosen yet; `queued`: waiting in its receiver's queue")
+    agent_id: str | None = Field(description="the receiver, once routed")
+    target_agent: str | None
+    created_at: Timestamp
+
+
+class QueuedMessageList(ResponseModel):
+    success: Literal[True] = True
+    data: list[QueuedMessage] = Field(description="in the order they were sent")

@@ -1,12 +1,17 @@
-"""The events a turn emits about messages and agent states (docs/API.md lists them)."""
+"""The events a turn emits about messages, queues and agent states (docs/API.md lists them)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from modules.multi_agent.agent_state import StateChange
+from modules.storage import pending_messages as queue
 from modules.storage.models import Message
 from server.sender import EventSender
+from server.turns.context import TurnRuntime
+
+log = logging.getLogger(__name__)
 
 
 def user_message_event(msg: Message) -> dict[str, Any]:
@@ -43,3 +48,14 @@ def emit_user_messages(sender: EventSender, messages: list[Message], delivery: s
 def state_event(change: StateChange) -> dict[str, Any]:
     return {"state": change.state, "previous": change.previous, "display_name": change.display_name,
             "agent_id": change.agent_id}
+
+
+def emit_pending_count(rt: TurnRuntime, conversation_id: str, agent_id: str) -> None:
+    """`pending_count`: how many messages wait in the agent's queue now, to the room only (outside any
+    task's log), so the team panel shows the count live; a failure only loses the update."""
+    try:
+        count = queue.queued_count(rt.db, agent_id)
+        rt.transport.emit("pending_count", {"agent_id": agent_id, "conversation_id": conversation_id,
+                                            "pending_count": count}, conversation_id)
+    except Exception:
+        log.warning("could not send the queue size of agent %s", agent_id, exc_info=True)

@@ -30,7 +30,7 @@ from server.chat_flow_task_main import handle_task_with_sender, poll_completion_
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
 from server.turns.end import after_commit, background_flags, finish_turn
-from server.turns.events import emit_user_messages, state_event
+from server.turns.events import emit_pending_count, emit_user_messages, state_event
 from server.turns.recovery import Recovery
 from server.turns.types import FAILED, STOPPED, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiter, TurnWaiters
@@ -160,6 +160,7 @@ class TurnManager:
         try:
             emit_user_messages(sender, turn.drained, TRIGGERED_NEW_TURN, turn.display_name)
             self._emit_state_change(claim)
+            emit_pending_count(rt, turn.conversation_id, turn.agent_id)
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
             else:

@@ -1,0 +1,135 @@
+"""The offline demo model's example phrases, each through the real server with no API key, and every
+event the server sends meanwhile checked against the event catalogue (server/event_types.py)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import socketio
+from pydantic import TypeAdapter, ValidationError
+
+from modules.llm.demo_model import (
+    EXAMPLE_ASK_USER,
+    EXAMPLE_BACKGROUND_COMMAND,
+    EXAMPLE_SUB_AGENT,
+    EXAMPLE_SUB_AGENT_QUESTION,
+    EXAMPLES,
+)
+from server.event_types import EVENTS
+from test.conftest import wait_until
+
+ADAPTERS = {name: TypeAdapter(td) for name, td in EVENTS.items()}
+
+
+def conforms(event_type: str, data: dict[str, Any]) -> str | None:
+    """Why the event does not match the catalogue, or None."""
+    adapter = ADAPTERS.get(event_type)
+    if adapter is None:
+        return f"{event_type} is not in the catalogue"
+    try:
+        adapter.validate_python(data, strict=True)
+    except ValidationError as exc:
+        return f"{event_type}: {exc}"
+    return None
+
+
+class Recorder:
+    """A Socket.IO client in one conversation's room that keeps every event it receives."""
+
+    def __init__(self, url: str, token: str | None = None):
+        self.events: list[tuple[str, dict]] = []
+        self.client = socketio.Client(reconnection=False)
+        self._lock = threading.Lock()
+
+        @self.client.on("*")
+        def _any(event, data):
+            with self._lock:
+                self.events.append((event, data))
+
+        self.client.connect(url, auth={"token": token} if token else None, wait_timeout=10)
+
+    def join(self, conversation_id: str) -> None:
+        ack = self.client.call("join_conversation", {"conversation_id": conversation_id}, timeout=10)
+        assert ack.get("success") is not False, ack
+
+    def seen(self) -> list[tuple[str, dict]]:
+        with self._lock:
+            return list(self.events)
+
+
+@pytest.fixture
+def demo(make_server):
+    return make_server(env={"OPENAI_API_KEY": "", "DEMO_CHUNK_DELAY_S": "0"})
+
+
+def _assistant_texts(server, cid: str, agent: str | None = None) -> list[str]:
+    params = {"agent": agent} if agent else {}
+    data = server.get(f"/api/conversations/{cid}/messages", params=params).json()["data"]
+    return [m["content"] for m in data if m["role"] == "assistant" and m["content"]]
+
+
+def _master_says(server, cid: str, needle: str, timeout: float = 40) -> list[str]:
+    return wait_until(lambda: (texts := _assistant_texts(server, cid)) and any(needle in t for t in texts) and texts,
+                      timeout, what=f"the master to say {needle!r}")
+
+
+def _check_all_events(server, cid: str, recorder: Recorder) -> set[str]:
+    """Every socket event and every logged event of the conversation conforms; returns the types seen."""
+    problems = [p for e, d in recorder.seen() if (p := conforms(e, d))]
+    tasks = server.get("/api/tasks", params={"conversation_id": cid}).json()["data"]
+    logged = [(e["type"], e["data"]) for t in tasks for e in server.get(f"/api/tasks/{t['task_id']}").json()["events"]]
+    problems += [p for e, d in logged if (p := conforms(e, d))]
+    assert not problems, "\n".join(problems)
+    return {e for e, _ in recorder.seen()} | {e for e, _ in logged}
+
+
+def test_health_lists_the_examples_only_for_the_demo_model(demo, server):
+    assert demo.get("/healthz").json()["examples"] == list(EXAMPLES)
+    assert "examples" not in server.get("/healthz").json()
+
+
+def test_every_example_shows_its_mechanism_and_every_event_conforms(demo):
+    recorder = Recorder(demo.url)
+    try:
+        cid = demo.post("/api/conversations", {"title": "demo"}).json()["conversation_id"]
+        recorder.join(cid)
+
+        # A background command: started, and its completion notice makes the master report it.
+        sent = demo.send(EXAMPLE_BACKGROUND_COMMAND, cid)
+        task = demo.wait_task(sent["task_id"], timeout=30)
+        start = next(e["data"] for e in task["events"] if e["type"] == "tool_start")
+        assert start["name"] == "run_command" and '"run_in_background": true' in start["arguments"]
+        _master_says(demo, cid, "background work done")
+        suggested = demo.wait_event(sent["task_id"], "suggestions")["questions"]
+        assert suggested and set(suggested) <= set(EXAMPLES) and EXAMPLE_BACKGROUND_COMMAND not in suggested
+
+        # A question to the user: the card's answer reaches the blocked tool.
+        sent = demo.send(EXAMPLE_ASK_USER, cid)
+        asked = demo.wait_event(sent["task_id"], "ask_user", timeout=30)
+        assert asked["options"] == ["Lisbon", "Porto"]
+        demo.send("Porto", cid, question_id=asked["question_id"])
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        _master_says(demo, cid, "You chose **Porto**")
+
+        # A background sub-agent that reports back.
+        sent = demo.send(EXAMPLE_SUB_AGENT, cid)
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        _master_says(demo, cid, "InfoAgent_1 reported back")
+        assert any("Belem Tower" in t for t in _assistant_texts(demo, cid, "InfoAgent_1"))
+
+        # A sub-agent's question to the master, answered by the master's tool.
+        sent = demo.send(EXAMPLE_SUB_AGENT_QUESTION, cid)
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        texts = _master_says(demo, cid, "InfoAgent_2 reported back")
+        assert any("InfoAgent_2 asks me a question" in t for t in texts)
+        assert any("My master decided: Lisbon" in t for t in _assistant_texts(demo, cid, "InfoAgent_2"))
+        wait_until(lambda: all(t["status"] in ("succeeded", "failed", "stopped") for t in
+                               demo.get("/api/tasks", params={"conversation_id": cid}).json()["data"]),
+                   30, what="every task to end")
+        seen = _check_all_events(demo, cid, recorder)
+    finally:
+        recorder.client.disconnect()
+    assert {"user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result",
+            "agent_state", "ask_user", "suggestions", "task_complete"} <= seen, seen

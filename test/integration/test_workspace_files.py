@@ -1,0 +1,105 @@
+"""Workspace files: upload, list, download (docs/API.md), and what an agent's command reads of them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import requests
+
+from test.scripted_llm import text, tool_calls
+
+TOKENS = "alice:tok-alice,bob:tok-bob"
+
+
+@pytest.fixture
+def files_server(make_server):
+    server = make_server(env={"AUTH_TOKENS": TOKENS, "UPLOAD_MAX_MB": "0.05"})  # 52,428 bytes
+    server.token = "tok-alice"
+    return server
+
+
+def _upload(server, cid: str, name: str, content: bytes, token: str | None = None) -> requests.Response:
+    return server.request("POST", f"/api/conversations/{cid}/files", files={"file": (name, content)},
+                          **({"token": token} if token else {}))
+
+
+def test_upload_list_download_survive_a_restart_and_an_agent_reads_the_file(files_server, llm):
+    server = files_server
+    cid = server.post("/api/conversations", {"title": "files"}).json()["conversation_id"]
+    assert server.get(f"/api/conversations/{cid}/files").json()["data"] == []
+
+    res = _upload(server, cid, "notes.txt", b"line one\nsecret-token-42\n")
+    assert res.status_code == 201, res.text
+    info = res.json()
+    assert info["name"] == "notes.txt" and info["size"] == 25 and info["modified"].endswith("Z")
+    assert _upload(server, cid, "data é.csv", b"a,b\n1,2\n").status_code == 201
+    listed = server.get(f"/api/conversations/{cid}/files").json()["data"]
+    assert [(f["name"], f["size"]) for f in listed] == [("data é.csv", 8), ("notes.txt", 25)]
+
+    server.restart()
+    down = server.get(f"/api/conversations/{cid}/files/notes.txt")
+    assert down.status_code == 200 and down.content == b"line one\nsecret-token-42\n"
+    assert down.headers["Content-Disposition"].startswith("attachment;")
+    assert server.get(f"/api/conversations/{cid}/files/missing.txt").status_code == 404
+
+    llm.script(tool_calls(("run_command", {"command": "cat /workspace/notes.txt"})))
+    llm.script(text("The file holds a token."))
+    sent = server.send("read my notes", cid)
+    task = server.wait_task(sent["task_id"], timeout=30)
+    assert task["status"] == "succeeded", task
+    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert result["success"] is True and "secret-token-42" in result["output"], result
+
+    # a replaced file keeps its name with the new content
+    assert _upload(server, cid, "notes.txt", b"v2").json()["size"] == 2
+    assert server.get(f"/api/conversations/{cid}/files/notes.txt").content == b"v2"
+
+
+def test_bad_names_large_files_and_other_users_change_nothing(files_server, llm):
+    server = files_server
+    cid = server.post("/api/conversations", {"title": "files"}).json()["conversation_id"]
+    workspace = server.data_dir / "workspaces" / cid
+    for name in ("../escape.txt", "a/b.txt", "..", "bad\x00name", "x" * 256):
+        res = _upload(server, cid, name, b"nope")
+        assert (res.status_code, res.json()["code"]) == (400, "invalid_filename"), name
+    res = server.request("POST", f"/api/conversations/{cid}/files", files={"other": ("a.txt", b"x")})
+    assert (res.status_code, res.json()["code"]) == (400, "missing_file")
+
+    res = _upload(server, cid, "big.bin", b"x" * (52_428 + 1))
+    assert (res.status_code, res.json()["code"]) == (413, "file_too_large")
+    res = _upload(server, cid, "huge.bin", b"x" * 300_000)  # past the multipart allowance: refused unread
+    assert (res.status_code, res.json()["code"]) == (413, "file_too_large")
+    assert _upload(server, cid, "fits.bin", b"x" * 52_428).status_code == 201
+
+    res = _upload(server, cid, "bob.txt", b"from bob", token="tok-bob")
+    assert (res.status_code, res.json()["code"]) == (404, "not_found")
+    assert server.get(f"/api/conversations/{cid}/files", token="tok-bob").status_code == 404
+    assert server.get(f"/api/conversations/{cid}/files/fits.bin", token="tok-bob").status_code == 404
+    assert sorted(os.listdir(workspace)) == ["fits.bin"]
+    assert not list((server.data_dir / "uploads.tmp").iterdir())  # nothing half-written is left
+
+    # a link a command left in the workspace is neither listed nor followed
+    (workspace / "passwd").symlink_to("/etc/passwd")
+    (workspace / "folder").mkdir()
+    names = [f["name"] for f in server.get(f"/api/conversations/{cid}/files").json()["data"]]
+    assert names == ["fits.bin"]
+    assert server.get(f"/api/conversations/{cid}/files/passwd").status_code == 404
+    assert server.get(f"/api/conversations/{cid}/files/folder").status_code == 404
+    res = server.get(f"/api/conversations/{cid}/files/..")
+    assert res.status_code in (400, 404)
+
+
+def test_an_upload_may_be_larger_than_max_request_bytes(make_server, llm):
+    server = make_server(env={"UPLOAD_MAX_MB": "1", "MAX_REQUEST_BYTES": "65536"})
+    cid = server.post("/api/conversations", {"title": "big"}).json()["conversation_id"]
+    content = os.urandom(700_000)
+    res = _upload(server, cid, "big.bin", content)
+    assert res.status_code == 201, res.text
+    assert server.get(f"/api/conversations/{cid}/files/big.bin").content == content
+    res = _upload(server, cid, "too-big.bin", b"x" * (2**20 + 1))
+    assert (res.status_code, res.json()["code"]) == (413, "file_too_large")
+    # other bodies keep their limit
+    res = server.post("/api/conversations", {"title": "x" * 70_000})
+    assert (res.status_code, res.json()["code"]) == (413, "payload_too_large")
