@@ -77,7 +77,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
             log_retention_s=settings.command_log_retention_days * 86400, owner=membership.process_id, peers=peers),
         membership=membership,
-        event_log=EventLog(db), transport=SocketIOTransport(socketio), spawn=spawn,
+        event_log=EventLog(db, flush_s=settings.stream_flush_ms / 1000), transport=SocketIOTransport(socketio),
+        spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
         signals=load_routing_signals(settings.routing_signals_path), peers=peers, sandbox=sandbox,
     )

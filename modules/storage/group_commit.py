@@ -1,0 +1,127 @@
+"""Group commit: rows from many writers of one process, written in one transaction per short batch.
+
+A transaction costs far more than the rows in it (the pool checkout, SQLite's writer lock,
+the commit), so a process that streams hundreds of replies at once cannot afford one per event.
+Writers hand their rows to one writer thread (a green thread under eventlet) and wait; it
+collects what arrives within `window_s` (or up to `max_rows` rows), inserts it with one
+statement per table and commits, then wakes every writer of the batch. A writer returns only
+once its rows are durable, so it can deliver them after that, in its own order. When a batch
+fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Table, insert
+
+from modules.storage.db import Database, DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_S = 0.003
+DEFAULT_MAX_ROWS = 400
+
+
+@dataclass
+class _Pending:
+    table: Table
+    rows: list[dict[str, Any]]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+class GroupCommit:
+    def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_rows: int = DEFAULT_MAX_ROWS):
+        self._db = db
+        self._window_s = window_s
+        self._max_rows = max_rows
+        self._cond = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._thread: threading.Thread | None = None
+        self.batches = 0  # transactions written, for benchmarks and tests
+        self.rows = 0
+
+    def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Insert `rows` into `table`; returns once they are committed, raises what the write raised."""
+        error = self.insert_each(table, [rows])[0]
+        if error is not None:
+            raise error
+
+    def insert_each(self, table: Table, writers: list[list[dict[str, Any]]]) -> list[BaseException | None]:
+        """Insert the rows of several writers at once; each succeeds or fails on its own (the error, or None)."""
+        items = [_Pending(table, rows) for rows in writers if rows]
+        if items:
+            with self._cond:
+                self._queue.extend(items)
+                self._ensure_thread()
+                self._cond.notify()
+        # The writer's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
+        limit = time.monotonic() + self._db.timeout_s * 3 + 1
+        for item in items:
+            if not item.done.wait(max(0.0, limit - time.monotonic())):
+                item.error = DatabaseUnavailable("the database did not take the batch in time")
+        errors = iter([item.error for item in items])
+        return [next(errors) if rows else None for rows in writers]
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                full = sum(len(p.rows) for p in self._queue) >= self._max_rows
+            if not full and self._window_s > 0:
+                time.sleep(self._window_s)  # let the writers of this moment join the batch
+            with self._cond:
+                batch, count = [], 0
+                while self._queue and (not batch or count + len(self._queue[0].rows) <= self._max_rows):
+                    item = self._queue.pop(0)
+                    batch.append(item)
+                    count += len(item.rows)
+            self._write(batch)
+
+    def _write(self, batch: list[_Pending]) -> None:
+        try:
+            self._commit(batch)
+        except DatabaseUnavailable as exc:  # the database is away: every writer of the batch hears it
+            self._settle(batch, exc)
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                self._settle(batch, exc)
+                return
+            for item in batch:  # one bad writer (a duplicate key) must not fail the others
+                try:
+                    self._commit([item])
+                except Exception as one:
+                    self._settle([item], one)
+                else:
+                    self._settle([item], None)
+            return
+        self._settle(batch, None)
+
+    def _commit(self, batch: Iterable[_Pending]) -> None:
+        by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
+        for item in batch:
+            by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
+        with self._db.write() as s:
+            for table, rows in by_table.values():
+                s.execute(insert(table), rows)
+        self.batches += 1
+        self.rows += sum(len(rows) for _, rows in by_table.values())
+
+    @staticmethod
+    def _settle(batch: list[_Pending], error: BaseException | None) -> None:
+        for item in batch:
+            item.error = error
+            item.done.set()
