@@ -19,6 +19,7 @@ from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, build_peer_signals, scoped_channel
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
@@ -66,7 +67,9 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     spawn = socketio.start_background_task
     sandbox = build_sandbox(settings)
     (log.info if sandbox.active else log.warning)(sandbox.status_line())
-    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s)
+    writer = GroupCommit(db)  # one per process: events and sends of every task share its transactions
+    router = MessageRouter(db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
+                           writer=writer)
     membership = Membership(db, poll_s=settings.peer_poll_s)
     peers = build_peer_signals(settings.redis_url, membership.process_id)
     rt = Runtime(
@@ -77,8 +80,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
             log_retention_s=settings.command_log_retention_days * 86400, owner=membership.process_id, peers=peers),
         membership=membership,
-        event_log=EventLog(db, flush_s=settings.stream_flush_ms / 1000), transport=SocketIOTransport(socketio),
-        spawn=spawn,
+        event_log=EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=writer),
+        transport=SocketIOTransport(socketio), spawn=spawn,
         active_agents=ActiveAgentSessionStore(SessionStore(db)), user_questions=UserQuestions(SessionStore(db)),
         signals=load_routing_signals(settings.routing_signals_path), peers=peers, sandbox=sandbox,
     )

@@ -37,6 +37,7 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Agent, Message, PendingMessageRow
 from modules.storage.records import new_id, now
@@ -155,8 +156,9 @@ class MessageRouter:
     costs one turn, not one each; the last completion of all wakes the agent at once."""
 
     def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
-                 max_settle_s: float = 0.5, rescan_s: float = 1.0):
+                 max_settle_s: float = 0.5, rescan_s: float = 1.0, writer: GroupCommit | None = None):
         self._db = db
+        self._writer = writer or GroupCommit(db)  # concurrent sends share transactions
         # A blocked ask also looks in its queue this often, for an answer that another server process
         # queued and whose signal (`notify_peers`) it missed.
         self._rescan_s = rescan_s
@@ -182,15 +184,18 @@ class MessageRouter:
         """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
         if message.target_agent_id != target_agent_id:
             raise ValueError("message target does not match")
-        with self._db.write() as s:
+        def enqueue(s: Session) -> None:
             # The receiver's row is share-locked while the message is queued: a termination (which discards
             # the queue) commits either before, and the sender hears it, or after, and takes this along.
-            agent = s.scalars(select(Agent).where(Agent.id == target_agent_id).with_for_update(read=True)).first()
+            agent = s.execute(select(Agent.display_name, Agent.terminated).where(Agent.id == target_agent_id)
+                              .with_for_update(read=True)).first()
             if agent is None:
                 raise RouteError(f"no agent {target_agent_id}")
             if agent.terminated:
                 raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
             self.enqueue_in(s, message)
+
+        self._writer.call(enqueue)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
         return self._deliver_stored(message)

@@ -1,39 +1,47 @@
-"""Group commit: rows from many writers of one process, written in one transaction per short batch.
+"""Group commit: the writes of many writers of one process, in one transaction per short batch.
 
 A transaction costs far more than the rows in it (the pool checkout, SQLite's writer lock,
 the commit), so a process that streams hundreds of replies at once cannot afford one per event.
 Writers hand their rows to one writer thread (a green thread under eventlet) and wait; it
 collects what arrives within `window_s` (or up to `max_rows` rows), inserts it with one
 statement per table and commits, then wakes every writer of the batch. A writer returns only
-once its rows are durable, so it can deliver them after that, in its own order. When a batch
+once its rows are durable, so it can deliver them after that, in its own order. A writer may also
+hand over a step (a short function of the session: a send's check and enqueue). When a batch
 fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table, insert
+from sqlalchemy.orm import Session
 
 from modules.storage.db import Database, DatabaseUnavailable
 
-log = logging.getLogger(__name__)
-
+T = TypeVar("T")
 DEFAULT_WINDOW_S = 0.003
 DEFAULT_MAX_ROWS = 400
 
 
 @dataclass
 class _Pending:
-    table: Table
-    rows: list[dict[str, Any]]
+    """One writer's part of a batch: rows for a table, or a step run on the batch's session."""
+
+    table: Table | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    step: Callable[[Session], Any] | None = None
+    result: Any = None
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) or 1
 
 
 class GroupCommit:
@@ -56,18 +64,31 @@ class GroupCommit:
     def insert_each(self, table: Table, writers: list[list[dict[str, Any]]]) -> list[BaseException | None]:
         """Insert the rows of several writers at once; each succeeds or fails on its own (the error, or None)."""
         items = [_Pending(table, rows) for rows in writers if rows]
-        if items:
-            with self._cond:
-                self._queue.extend(items)
-                self._ensure_thread()
-                self._cond.notify()
+        self._submit(items)
+        errors = iter([item.error for item in items])
+        return [next(errors) if rows else None for rows in writers]
+
+    def call(self, step: Callable[[Session], T]) -> T:
+        """Run `step` inside a batch's transaction; returns its result once committed. A step may run twice
+        (again on its own when another step of its batch failed), so it must do nothing but database work."""
+        item = _Pending(step=step)
+        self._submit([item])
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    def _submit(self, items: list[_Pending]) -> None:
+        if not items:
+            return
+        with self._cond:
+            self._queue.extend(items)
+            self._ensure_thread()
+            self._cond.notify()
         # The writer's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
         limit = time.monotonic() + self._db.timeout_s * 3 + 1
         for item in items:
             if not item.done.wait(max(0.0, limit - time.monotonic())):
                 item.error = DatabaseUnavailable("the database did not take the batch in time")
-        errors = iter([item.error for item in items])
-        return [next(errors) if rows else None for rows in writers]
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -79,15 +100,15 @@ class GroupCommit:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                full = sum(len(p.rows) for p in self._queue) >= self._max_rows
+                full = sum(p.size for p in self._queue) >= self._max_rows
             if not full and self._window_s > 0:
                 time.sleep(self._window_s)  # let the writers of this moment join the batch
             with self._cond:
                 batch, count = [], 0
-                while self._queue and (not batch or count + len(self._queue[0].rows) <= self._max_rows):
+                while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
                     item = self._queue.pop(0)
                     batch.append(item)
-                    count += len(item.rows)
+                    count += item.size
             self._write(batch)
 
     def _write(self, batch: list[_Pending]) -> None:
@@ -112,9 +133,12 @@ class GroupCommit:
 
     def _commit(self, batch: Iterable[_Pending]) -> None:
         by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
-        for item in batch:
-            by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
         with self._db.write() as s:
+            for item in batch:
+                if item.step is not None:
+                    item.result = item.step(s)
+                else:
+                    by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
             for table, rows in by_table.values():
                 s.execute(insert(table), rows)
         self.batches += 1

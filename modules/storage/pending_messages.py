@@ -10,7 +10,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Row, func, insert, select, update
+from sqlalchemy import Row, func, select, update
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -22,6 +25,7 @@ QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.
                  PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
                  PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,
                  PendingMessageRow.question_id, PendingMessageRow.meta, PendingMessageRow.created_at)
+_DO_NOTHING = {"sqlite": sqlite_insert, "postgresql": pg_insert}
 
 
 def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
@@ -30,20 +34,28 @@ def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
 
 
 def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[str]:
-    """Add the messages whose ids are new, in list order (so in `seq` order), with one lookup and one
-    batched insert; returns the ids added. `messages` are column values of `PendingMessageRow`."""
-    if not messages:
-        return []
-    known = set(session.scalars(select(PendingMessageRow.id).where(
-        PendingMessageRow.id.in_([m["id"] for m in messages]))))
-    fresh = []
+    """Add the messages whose ids are new, in list order (so in `seq` order), with one statement where the
+    database has an upsert that reports what it added; returns the ids added. `messages` are column values
+    of `PendingMessageRow`. Two concurrent sends of one id store it once, whichever commits first."""
+    rows: list[dict[str, Any]] = []
     for values in messages:
-        if values["id"] not in known:
-            known.add(values["id"])
-            fresh.append({**values, "status": QUEUED})
-    if fresh:
-        session.execute(insert(PendingMessageRow), fresh)
-    return [values["id"] for values in fresh]
+        if all(values["id"] != r["id"] for r in rows):
+            rows.append({**values, "status": QUEUED})
+    if not rows:
+        return []
+    dialect = session.get_bind().dialect.name
+    if dialect in _DO_NOTHING:
+        stmt = _DO_NOTHING[dialect](PendingMessageRow).on_conflict_do_nothing(index_elements=[PendingMessageRow.id])
+        added = set(session.scalars(stmt.returning(PendingMessageRow.id), rows))
+    else:  # MySQL/MariaDB: RETURNING would list the duplicates too, so look first; a racing duplicate is a no-op
+        known = set(session.scalars(select(PendingMessageRow.id).where(
+            PendingMessageRow.id.in_([r["id"] for r in rows]))))
+        fresh = [r for r in rows if r["id"] not in known]
+        if fresh:
+            stmt = mysql_insert(PendingMessageRow)
+            session.execute(stmt.on_duplicate_key_update(id=stmt.inserted.id), fresh)
+        added = {r["id"] for r in fresh}
+    return [r["id"] for r in rows if r["id"] in added]
 
 
 def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:

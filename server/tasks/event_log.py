@@ -45,10 +45,10 @@ class _Buffered:
 
 
 class EventLog:
-    def __init__(self, db: Database, *, flush_s: float = 0.0, commit_window_s: float | None = None):
+    def __init__(self, db: Database, *, flush_s: float = 0.0, writer: GroupCommit | None = None):
         self._db = db
         self._flush_s = flush_s
-        self.writer = GroupCommit(db) if commit_window_s is None else GroupCommit(db, window_s=commit_window_s)
+        self.writer = writer or GroupCommit(db)
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._next: dict[str, int] = {}
