@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # `python bench/load.py` puts bench/ first, not t
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from test.conftest import ServerProcess  # noqa: E402
-from test.scripted_llm import ScriptedLLMServer  # noqa: E402
+from test.scripted_llm import ScriptedLLMServer, is_stage_request  # noqa: E402
 from test.scripted_llm import text as text_step  # noqa: E402
 
 DRIVER = ROOT / "bench" / "load_driver.cjs"
@@ -112,7 +112,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"driver wall time {time.monotonic() - started:.1f} s")
                 if args.soak_s:
                     return report_soak(result)
-                return report(args, result, model_stream_s, model_first_s)
+                start = result["run"]["sendWallMs"] / 1000
+                to_model = [r.received_wall - start for r in llm.agent_requests if r.received_wall >= start]
+                to_stage = [r.received_wall - start for r in llm.requests
+                            if r.received_wall >= start and is_stage_request(r.body)]
+                print(f"to routing stage   p50 {pct(to_stage, 50):.3f} s  p99 {pct(to_stage, 99):.3f} s  "
+                      f"({len(to_stage)} stage requests: send -> the routing model call reached the model)")
+                return report(args, result, model_stream_s, model_first_s, to_model)
             finally:
                 server.stop()
     finally:
@@ -124,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(args, result: dict, model_stream_s: float, model_first_s: float) -> int:
+def report(args, result: dict, model_stream_s: float, model_first_s: float, to_model: list[float]) -> int:
     r = result["run"]
     first, complete = r["firstChunkS"], r["completionS"]
     connected = result["idleConnected"] + r["joined"]
@@ -141,6 +147,8 @@ def report(args, result: dict, model_stream_s: float, model_first_s: float) -> i
           f"(model's own {model_first_s:.3f} s)")
     print(f"completion         p50 {pct(complete, 50):.3f} s  p99 {pct(complete, 99):.3f} s  "
           f"(model's own {model_stream_s:.3f} s)")
+    print(f"to model request   p50 {pct(to_model, 50):.3f} s  p99 {pct(to_model, 99):.3f} s  "
+          f"(send -> the reply's model request reached the model: routing and the turn's start)")
     print(f"server added       p50 {pct(added, 50):.3f} s  p99 {pct(added, 99):.3f} s")
     print(f"send ack           p50 {pct(r['ackS'], 50):.3f} s  p99 {pct(r['ackS'], 99):.3f} s")
     print(f"events/s           {r['events'] / r['wallS']:.0f} delivered ({r['events']} in {r['wallS']:.1f} s); "

@@ -80,7 +80,11 @@ async function prepareStream(i) {
       if (!evs) c.events.set(data.task_id, (evs = []));
       evs.push({ idx: data.idx, type, t, content: data.content });
       if (type === "text_chunk" && c.firstChunk === null && data.task_id === c.taskId) c.firstChunk = t;
-      if (type === "task_complete" && data.task_id === c.taskId) { c.done = t; c.resolve && c.resolve(); }
+      if (data.task_id === c.taskId && ["task_complete", "task_stopped", "error"].includes(type)) {
+        if (type === "task_complete") c.done = t;
+        else c.error = c.error || `${type}: ${JSON.stringify(data).slice(0, 200)}`;
+        if (c.resolve) c.resolve();
+      }
     });
     const joined = await emitAck(s, "join_conversation", { conversation_id: c.conversationId }, cfg.ackTimeoutMs);
     if (!joined || joined.success === false) throw new Error(`join: ${JSON.stringify(joined)}`);
@@ -115,7 +119,7 @@ async function verify(c) {
     from = page.next_offset;
   }
   const got = c.events.get(c.taskId) || [];
-  const end = got.find((e) => e.type === "task_complete");
+  const end = got.find((e) => ["task_complete", "task_stopped", "error"].includes(e.type));
   const last = end ? end.idx : Math.max(-1, ...got.map((e) => e.idx));
   const byIdx = new Map(got.map((e) => [e.idx, e]));
   for (const e of log) {
@@ -137,6 +141,7 @@ async function wave(n, label) {
   const clients = await inBatches(n, cfg.batch, prepareStream);
   log(`${label}: ${clients.filter((c) => c.ok).length}/${n} streaming clients joined; sending`);
   const t0 = now();
+  const sendWallMs = Date.now();
   let peak = rssKb();
   const sampler = setInterval(() => { const r = rssKb(); if (r && r > peak) peak = r; }, 250);
   await Promise.all(clients.map(runStream));
@@ -156,7 +161,7 @@ async function wave(n, label) {
     completionS: clients.filter((c) => c.done !== null).map((c) => (c.done - c.t0) / 1000),
     ackS: clients.filter((c) => c.ackAt).map((c) => (c.ackAt - c.t0) / 1000),
     errors: [...new Set(clients.filter((c) => c.error).map((c) => c.error))].slice(0, 5),
-    wallS: wall, peakRssKb: peak,
+    wallS: wall, peakRssKb: peak, sendWallMs,
   };
   for (const c of clients) if (c.socket) c.socket.disconnect();
   return r;

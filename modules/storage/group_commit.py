@@ -133,7 +133,7 @@ class GroupCommit:
 
     def _commit(self, batch: Iterable[_Pending]) -> None:
         by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
-        with self._db.write() as s:
+        with self._db.write(first=True) as s:
             for item in batch:
                 if item.step is not None:
                     item.result = item.step(s)
