@@ -110,7 +110,9 @@ class Database:
         self.dialect = parsed.get_backend_name()
         self.is_sqlite = self.dialect == "sqlite"
         self.timeout_s = timeout_s
-        kwargs: dict = {"echo": echo, "pool_pre_ping": not self.is_sqlite}
+        # No pre-ping (a round trip per checkout): a dead connection fails its transaction, which SQLAlchemy
+        # takes as a disconnect and so discards every connection pooled before it (see `_bounded`).
+        kwargs: dict = {"echo": echo}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,14 @@ def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[st
 
 def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
     """Consume every queued message of the agent, oldest first."""
+    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
+    consume = update(PendingMessageRow).values(status=CONSUMED, consumed_by=token, consumed_at=now()) \
+        .execution_options(synchronize_session=False)
+    if _updates_return(session):  # one round trip: UPDATE .. RETURNING
+        rows = session.execute(consume.where(PendingMessageRow.target_agent_id == agent_id,
+                                             PendingMessageRow.status == QUEUED).returning(*QUEUE_COLUMNS)).all()
+        return sorted(rows, key=lambda row: row.seq)
+    # MariaDB has no UPDATE .. RETURNING; claiming by primary key keeps InnoDB's gap locks off the senders' inserts.
     seqs = list(session.scalars(
         select(PendingMessageRow.seq).where(PendingMessageRow.target_agent_id == agent_id,
                                             PendingMessageRow.status == QUEUED)
@@ -67,15 +75,16 @@ def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
     ))
     if not seqs:
         return []
-    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
-    session.execute(
-        update(PendingMessageRow).where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED)
-        .values(status=CONSUMED, consumed_by=token, consumed_at=now())
-    )
+    session.execute(consume.where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED))
     # Plain rows with the row's attribute names: a long queue drains faster without building ORM objects.
     return list(session.execute(
         select(*QUEUE_COLUMNS).where(PendingMessageRow.consumed_by == token).order_by(PendingMessageRow.seq)
     ))
+
+
+def _updates_return(session: Session) -> bool:
+    """Whether the database answers an UPDATE with the rows it changed (SQLite and PostgreSQL do)."""
+    return session.get_bind().dialect.name in _DO_NOTHING
 
 
 def discard_in(session: Session, agent_id: str, reason: str) -> int:
