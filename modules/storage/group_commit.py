@@ -2,9 +2,9 @@
 
 A transaction costs far more than the rows in it (the pool checkout, SQLite's writer lock,
 the commit), so a process that streams hundreds of replies at once cannot afford one per event.
-Writers hand their rows to one writer thread (a green thread under eventlet) and wait; it
-collects what arrives within `window_s` (or up to `max_rows` rows), inserts it with one
-statement per table and commits, then wakes every writer of the batch. A writer returns only
+Writers queue their rows; one of them at a time leads: it takes what is queued (up to
+`max_rows` rows), inserts it with one statement per table and commits, then wakes every
+writer of the batch, while the next writers queue up for the next batch. A writer returns only
 once its rows are durable, so it can deliver them after that, in its own order. A writer may also
 hand over a step (a short function of the session: a send's check and enqueue). When a batch
 fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
@@ -24,7 +24,6 @@ from sqlalchemy.orm import Session
 from modules.storage.db import Database, DatabaseUnavailable
 
 T = TypeVar("T")
-DEFAULT_WINDOW_S = 0.003
 DEFAULT_MAX_ROWS = 400
 
 
@@ -45,13 +44,12 @@ class _Pending:
 
 
 class GroupCommit:
-    def __init__(self, db: Database, *, window_s: float = DEFAULT_WINDOW_S, max_rows: int = DEFAULT_MAX_ROWS):
+    def __init__(self, db: Database, *, max_rows: int = DEFAULT_MAX_ROWS):
         self._db = db
-        self._window_s = window_s
         self._max_rows = max_rows
         self._cond = threading.Condition()
         self._queue: list[_Pending] = []
-        self._thread: threading.Thread | None = None
+        self._leading = False  # a writer is committing a batch right now
         self.batches = 0  # transactions written, for benchmarks and tests
         self.rows = 0
 
@@ -78,38 +76,46 @@ class GroupCommit:
         return item.result
 
     def _submit(self, items: list[_Pending]) -> None:
+        """Queue the items; then either lead (commit what is queued, own items included) or follow (wait for
+        the leader of the moment). Alone, a writer commits at once in its own thread, as without batching;
+        under load, whoever queued while a batch committed goes out together in the next one."""
         if not items:
             return
+        # The leader's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
+        limit = time.monotonic() + self._db.timeout_s * 3 + 1
         with self._cond:
             self._queue.extend(items)
-            self._ensure_thread()
-            self._cond.notify()
-        # The writer's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
-        limit = time.monotonic() + self._db.timeout_s * 3 + 1
-        for item in items:
-            if not item.done.wait(max(0.0, limit - time.monotonic())):
-                item.error = DatabaseUnavailable("the database did not take the batch in time")
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
-                    self._cond.wait()
-                full = sum(p.size for p in self._queue) >= self._max_rows
-            if not full and self._window_s > 0:
-                time.sleep(self._window_s)  # let the writers of this moment join the batch
-            with self._cond:
+                while self._leading and not _all_done(items):
+                    left = limit - time.monotonic()
+                    if left > 0:
+                        self._cond.wait(left)
+                        continue
+                    for item in items:  # out of time: what is still queued fails; a batch in flight ends by itself
+                        if not item.done.is_set() and item in self._queue:
+                            self._queue.remove(item)
+                            item.error = DatabaseUnavailable("the database did not take the batch in time")
+                            item.done.set()
+                    if not _all_done(items):
+                        self._cond.wait()  # the leader's transaction is bounded by the database's deadline
+                if _all_done(items):
+                    return
+                self._leading = True
                 batch, count = [], 0
                 while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
                     item = self._queue.pop(0)
                     batch.append(item)
                     count += item.size
-            self._write(batch)
+            try:
+                self._write(batch)
+            finally:
+                for item in batch:  # the leader was killed mid-batch (its green thread, a deadline of its caller)
+                    if not item.done.is_set():
+                        self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
 
     def _write(self, batch: list[_Pending]) -> None:
         try:
@@ -149,3 +155,7 @@ class GroupCommit:
         for item in batch:
             item.error = error
             item.done.set()
+
+
+def _all_done(items: list[_Pending]) -> bool:
+    return all(item.done.is_set() for item in items)
