@@ -37,6 +37,7 @@ class _Pending:
     result: Any = None
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    wake: threading.Event | None = None  # its writer's: set when the item is done or the writer may lead
 
     @property
     def size(self) -> int:
@@ -47,7 +48,7 @@ class GroupCommit:
     def __init__(self, db: Database, *, max_rows: int = DEFAULT_MAX_ROWS):
         self._db = db
         self._max_rows = max_rows
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False  # a writer is committing a batch right now
         self.batches = 0  # transactions written, for benchmarks and tests
@@ -81,41 +82,54 @@ class GroupCommit:
         under load, whoever queued while a batch committed goes out together in the next one."""
         if not items:
             return
+        wake = threading.Event()
+        for item in items:
+            item.wake = wake
         # The leader's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
         limit = time.monotonic() + self._db.timeout_s * 3 + 1
-        with self._cond:
+        with self._lock:
             self._queue.extend(items)
         while True:
-            with self._cond:
-                while self._leading and not _all_done(items):
-                    left = limit - time.monotonic()
-                    if left > 0:
-                        self._cond.wait(left)
-                        continue
-                    for item in items:  # out of time: what is still queued fails; a batch in flight ends by itself
-                        if not item.done.is_set() and item in self._queue:
-                            self._queue.remove(item)
-                            item.error = DatabaseUnavailable("the database did not take the batch in time")
-                            item.done.set()
-                    if not _all_done(items):
-                        self._cond.wait()  # the leader's transaction is bounded by the database's deadline
+            batch: list[_Pending] = []
+            with self._lock:
                 if _all_done(items):
                     return
-                self._leading = True
-                batch, count = [], 0
-                while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
-                    item = self._queue.pop(0)
-                    batch.append(item)
-                    count += item.size
+                if not self._leading:
+                    self._leading = True
+                    count = 0
+                    while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
+                        batch.append(self._queue.pop(0))
+                        count += batch[-1].size
+            if not batch:
+                self._follow(items, wake, limit)
+                continue
             try:
                 self._write(batch)
             finally:
                 for item in batch:  # the leader was killed mid-batch (its green thread, a deadline of its caller)
                     if not item.done.is_set():
                         self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
-                with self._cond:
+                with self._lock:
                     self._leading = False
-                    self._cond.notify_all()
+                    if self._queue:  # the writer of the oldest queued item leads next; the others sleep on
+                        self._queue[0].wake.set()
+
+    def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
+        """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items
+        already in a batch end with it (the leader's transaction is bounded by the database's deadline)."""
+        left = limit - time.monotonic()
+        if left > 0:
+            wake.wait(left)
+        else:
+            with self._lock:
+                for item in items:
+                    if not item.done.is_set() and item in self._queue:
+                        self._queue.remove(item)
+                        item.error = DatabaseUnavailable("the database did not take the batch in time")
+                        item.done.set()
+            if not _all_done(items):
+                wake.wait()
+        wake.clear()
 
     def _write(self, batch: list[_Pending]) -> None:
         try:
@@ -155,6 +169,8 @@ class GroupCommit:
         for item in batch:
             item.error = error
             item.done.set()
+            if item.wake is not None:
+                item.wake.set()
 
 
 def _all_done(items: list[_Pending]) -> bool:

@@ -184,18 +184,24 @@ class EventLog:
             time.sleep(min(self._flush_s, 0.005))  # every due chunk's task is busy writing it
             return
         try:
-            self._write_taken(taken)
-        finally:
+            ts = now()
+            errors = self.writer.insert_each(TaskEvent.__table__, [
+                [dict(task_id=task_id, idx=held.idx, type=CHUNK, data=held.data, ts=ts)] for task_id, _, held in taken])
+        except BaseException:
             for _, lock, _held in taken:
                 lock.release()
+            raise
+        for (task_id, lock, held), error in zip(taken, errors, strict=True):
+            # Each task's delivery on its own thread, so a task waits for its own room's send, not for all of them.
+            threading.Thread(target=self._deliver_and_release, args=(task_id, lock, held, error), daemon=True).start()
 
-    def _write_taken(self, taken: list[tuple[str, threading.Lock, _Buffered]]) -> None:
-        ts = now()
-        errors = self.writer.insert_each(TaskEvent.__table__, [
-            [dict(task_id=task_id, idx=held.idx, type=CHUNK, data=held.data, ts=ts)] for task_id, _, held in taken])
-        for (task_id, _, held), error in zip(taken, errors, strict=True):
+    def _deliver_and_release(self, task_id: str, lock: threading.Lock, held: _Buffered,
+                             error: BaseException | None) -> None:
+        try:
             if error is not None:  # lost with its write: the task's next event re-reads its index
                 with self._guard:
                     self._next.pop(task_id, None)
             elif held.deliver is not None:
                 held.deliver(held.idx, [(CHUNK, held.data)])
+        finally:
+            lock.release()
