@@ -110,6 +110,7 @@ class Settings:
     max_request_bytes: int = 256 * 1024
     max_tool_iterations: int = 25
     notice_settle_ms: float = 25.0
+    stream_flush_ms: float = 40.0
     peer_poll_s: float = 1.0
     db_timeout_s: float = 5.0
     command_output_tail_chars: int = 8_000
@@ -176,6 +177,7 @@ class Settings:
             max_request_bytes=_int(env, "MAX_REQUEST_BYTES", base.max_request_bytes),
             max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
             notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
+            stream_flush_ms=_float(env, "STREAM_FLUSH_MS", base.stream_flush_ms, allow_zero=True),
             peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
             db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
             sandbox=_choice(env, "SANDBOX", ("auto", "on", "off")),

@@ -21,6 +21,7 @@ from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
@@ -40,7 +41,9 @@ class Runtime:
         self.sandbox, self.transport, self.spawn, self.signals = sandbox, transport, spawn, signals
         self.membership = Membership(db, poll_s=settings.peer_poll_s)
         self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
-        self.event_log = EventLog(db)
+        # One per process: the events and sends of every task share its transactions.
+        self.writer = GroupCommit(db)
+        self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
                                              {name: p.keywords for name, p in profiles.items()},
@@ -55,7 +58,7 @@ class Runtime:
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
             wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
             more_completions_expected=self.tasks.more_completions_expected,
-            notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id))
+            notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id), writer=self.writer)
         self.commands = BackgroundCommandManager(
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,

@@ -3,13 +3,14 @@
 Every event of a task goes first to its durable event log (the REST polling
 log, numbered per task) and then to the Socket.IO room of its conversation,
 with the same `type` and `data`, so socket and REST clients see one story.
+Only durable events are sent (see `EventLog`: group commit, coalesced text chunks).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from server.tasks.event_log import EventLog
+from server.tasks.event_log import CHUNK, EventLog
 
 
 class Transport(Protocol):
@@ -42,6 +43,8 @@ class TaskEventSender:
         self.agent_id = agent_id
 
     def emit(self, event_type: str, data: dict[str, Any]) -> int:
+        if event_type == CHUNK:  # coalesced with the message's previous chunk while that one waits
+            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver)
         return self.emit_many([(event_type, data)])
 
     def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:

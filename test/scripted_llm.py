@@ -62,6 +62,12 @@ class RecordedRequest:
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
 
 
+class _Listener(ThreadingHTTPServer):
+    """A listen backlog for hundreds of streams opened at once (bench/load), not the default 5."""
+
+    request_queue_size = 1024
+
+
 class ScriptedLLMServer:
     """Serves `POST /v1/chat/completions` (streaming or not) and `GET /v1/models` from a script."""
 
@@ -80,7 +86,7 @@ class ScriptedLLMServer:
 
     def start(self) -> Self:
         handler = type("Handler", (_Handler,), {"scripted": self})
-        self._httpd = ThreadingHTTPServer(self._address, handler)
+        self._httpd = _Listener(self._address, handler)
         self._httpd.daemon_threads = True
         self._stopping.clear()
         # A short poll interval keeps stop() fast.

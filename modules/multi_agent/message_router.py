@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -40,6 +40,7 @@ from modules.multi_agent.pending import (
     QUEUED,
     RESOLVED,
     TRIGGERED_NEW_TURN,
+    AskWaiter,
     PendingMessage,
     RouteError,
     RouteResult,
@@ -52,8 +53,9 @@ from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage import unrouted
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.models import Agent, Message
-from modules.storage.records import ask_consumer, now
+from modules.storage.records import ask_consumer
 from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -61,29 +63,6 @@ log = logging.getLogger(__name__)
 __all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_NEW_TURN", "ActiveAgentFastPath",
            "ActiveAgentSessionStore", "AskWaiter", "MessageRouter", "PendingMessage", "RouteError", "RouteResult",
            "history_draft", "history_text"]
-
-@dataclass
-class AskWaiter:
-    """A blocked ask of one agent; resolved by the matching answer, or any message from the agent asked
-    that was sent after the ask began (one sent before it, still queued, is not a reply to it)."""
-
-    agent_id: str
-    question_id: str
-    asked_agent_id: str | None
-    from_user: bool = False
-    event: threading.Event = field(default_factory=threading.Event)
-    answer: PendingMessage | None = None
-    since: float = field(default_factory=now)
-    closed: bool = False  # the ask has ended: an answer taken now must go back to the queue
-
-    def matches(self, msg: PendingMessage) -> bool:
-        if msg.type == "answer" and msg.question_id == self.question_id:
-            return True
-        if msg.created_at < self.since:
-            return False
-        if self.from_user:
-            return msg.source == "user"
-        return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id
 
 
 class MessageRouter:
@@ -96,13 +75,16 @@ class MessageRouter:
                  wake: Callable[[str], str | None] = lambda agent_id: None,
                  active_task_of: Callable[[str], str | None] = lambda agent_id: None,
                  more_completions_expected: Callable[[str], bool] = lambda agent_id: True,
-                 notify_peers: Callable[[str], None] = lambda agent_id: None):
+                 notify_peers: Callable[[str], None] = lambda agent_id: None,
+                 writer: GroupCommit | None = None):
         """The server passes, at construction: `wake` (start a turn for an idle agent with queued messages;
         its task id), `active_task_of` (the id of an agent's task in progress), `more_completions_expected`
         (its commands or sub-agents still run: only then is a notice worth holding back for the rest of its
         wave) and `notify_peers` (tell the other server processes that a waiting agent has a queued message:
-        its blocked ask may run there; they call `on_peer_queued`). The defaults serve a router alone."""
+        its blocked ask may run there; they call `on_peer_queued`), and `writer`, the process's group commit
+        (concurrent sends share its transactions). The defaults serve a router alone."""
         self._db = db
+        self._writer = writer or GroupCommit(db)  # concurrent sends share transactions
         # A blocked ask also looks in its queue this often, for an answer that another server process
         # queued and whose signal (`notify_peers`) it missed.
         self._rescan_s = rescan_s
@@ -122,15 +104,16 @@ class MessageRouter:
         """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
         if message.target_agent_id != target_agent_id:
             raise ValueError("message target does not match")
-        with self._db.write() as s:
-            # The receiver's row is share-locked while the message is queued: a termination (which discards
-            # the queue) commits either before, and the sender hears it, or after, and takes this along.
+
+        def enqueue(s: Session) -> None:
             agent = agent_store.lock_for_queueing_in(s, target_agent_id)
             if agent is None:
                 raise RouteError(f"no agent {target_agent_id}")
             if agent.terminated:
                 raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
             self.enqueue_in(s, message)
+
+        self._writer.call(enqueue)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
         return self._deliver_stored(message)

@@ -1,8 +1,9 @@
-"""The records of routed messages: a queued message, a delivery's result, and how a message reads in its
-receiver's history (modules/multi_agent/message_router.py routes them)."""
+"""The records of routed messages: a queued message, a delivery's result, a blocked ask waiting for its
+answer, and how a message reads in its receiver's history (modules/multi_agent/message_router.py routes them)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,3 +93,27 @@ def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
     if msg.question_id:
         meta["question_id"] = msg.question_id
     return MessageDraft(role="user", content=history_text(msg), meta=meta, message_id=msg.id)
+
+
+@dataclass
+class AskWaiter:
+    """A blocked ask of one agent; resolved by the matching answer, or any message from the agent asked
+    that was sent after the ask began (one sent before it, still queued, is not a reply to it)."""
+
+    agent_id: str
+    question_id: str
+    asked_agent_id: str | None
+    from_user: bool = False
+    event: threading.Event = field(default_factory=threading.Event)
+    answer: PendingMessage | None = None
+    since: float = field(default_factory=now)
+    closed: bool = False  # the ask has ended: an answer taken now must go back to the queue
+
+    def matches(self, msg: PendingMessage) -> bool:
+        if msg.type == "answer" and msg.question_id == self.question_id:
+            return True
+        if msg.created_at < self.since:
+            return False
+        if self.from_user:
+            return msg.source == "user"
+        return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id

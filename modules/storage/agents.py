@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -52,10 +52,11 @@ def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
                            .with_for_update(key_share=True)).first()
 
 
-def lock_for_queueing_in(session: Session, agent_id: str) -> Agent | None:
+def lock_for_queueing_in(session: Session, agent_id: str) -> Row | None:
     """The agent, its row share-locked while a message is queued for it: a termination (which discards the
     queue) commits either before, and the sender hears it, or after, and takes the message along."""
-    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(read=True)).first()
+    return session.execute(select(Agent.display_name, Agent.terminated).where(Agent.id == agent_id)
+                           .with_for_update(read=True)).first()
 
 
 def count_with_role(db: Database, conversation_id: str, role: str) -> int:

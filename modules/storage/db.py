@@ -110,7 +110,9 @@ class Database:
         self.dialect = parsed.get_backend_name()
         self.is_sqlite = self.dialect == "sqlite"
         self.timeout_s = timeout_s
-        kwargs: dict = {"echo": echo, "pool_pre_ping": not self.is_sqlite}
+        # No pre-ping (a round trip per checkout): a dead connection fails its transaction, which SQLAlchemy
+        # takes as a disconnect and so discards every connection pooled before it (see `_bounded`).
+        kwargs: dict = {"echo": echo}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +125,8 @@ class Database:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = threading.RLock() if self.is_sqlite else None
+        self._line = threading.Condition()
+        self._firsts = 0  # `first` writers waiting for the SQLite write lock
         self.health = DatabaseHealth(lambda: self.probe(PROBER_TIMEOUT_S))
 
     @property
@@ -131,10 +135,11 @@ class Database:
         return make_url(self.url).render_as_string(hide_password=True)
 
     @contextmanager
-    def write(self, *, timeout_s: float | None = None) -> Iterator[Session]:
-        """A short write transaction; committed on success, rolled back on error."""
+    def write(self, *, timeout_s: float | None = None, first: bool = False) -> Iterator[Session]:
+        """A short write transaction; committed on success, rolled back on error. `first`: on SQLite, writers
+        that come later wait until this one has the lock (the group commit, which writes for many)."""
         limit = timeout_s or self.timeout_s
-        with self._bounded(limit), self._writer(limit), self._sessions() as session, session.begin():
+        with self._bounded(limit), self._writer(limit, first), self._sessions() as session, session.begin():
             if self.is_sqlite:
                 _begin_immediate(session, time.monotonic() + limit)
             yield session
@@ -164,10 +169,34 @@ class Database:
             self.health.suspect()
             raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
 
-    def _writer(self, limit: float):
+    def _writer(self, limit: float, first: bool):
         if self._write_lock is None:
             return nullcontext()
-        return _acquired(self._write_lock, limit)
+        return self._first_in_line(limit) if first else self._behind_first(limit)
+
+    @contextmanager
+    def _first_in_line(self, limit: float) -> Iterator[None]:
+        with self._line:
+            self._firsts += 1
+        try:
+            if not self._write_lock.acquire(timeout=limit):
+                raise DeadlineExceeded(f"another write held the database for {limit:g} s")
+        finally:
+            with self._line:
+                self._firsts -= 1
+                self._line.notify_all()
+        try:
+            yield
+        finally:
+            self._write_lock.release()
+
+    @contextmanager
+    def _behind_first(self, limit: float) -> Iterator[None]:
+        """A plain writer lets a waiting `first` writer take the lock before it (bounded by `limit`)."""
+        with self._line:
+            self._line.wait_for(lambda: self._firsts == 0, limit)
+        with _acquired(self._write_lock, limit):
+            yield
 
     def probe(self, timeout_s: float = 0.8) -> str | None:
         """None when the database answers within `timeout_s`, else why not. On SQLite the probe takes the

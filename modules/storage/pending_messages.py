@@ -10,18 +10,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Row, func, insert, select, update
+from sqlalchemy import Row, func, select, update
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
-from modules.storage.records import now
+from modules.storage.records import ASK_CONSUMER_PREFIX, now
 
 QUEUED, CONSUMED = "queued", "consumed"
 QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.conversation_id,
                  PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
                  PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,
                  PendingMessageRow.question_id, PendingMessageRow.meta, PendingMessageRow.created_at)
+_DO_NOTHING = {"sqlite": sqlite_insert, "postgresql": pg_insert}
 
 
 def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
@@ -30,24 +34,40 @@ def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
 
 
 def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[str]:
-    """Add the messages whose ids are new, in list order (so in `seq` order), with one lookup and one
-    batched insert; returns the ids added. `messages` are column values of `PendingMessageRow`."""
-    if not messages:
-        return []
-    known = set(session.scalars(select(PendingMessageRow.id).where(
-        PendingMessageRow.id.in_([m["id"] for m in messages]))))
-    fresh = []
+    """Add the messages whose ids are new, in list order (so in `seq` order), with one statement where the
+    database has an upsert that reports what it added; returns the ids added. `messages` are column values
+    of `PendingMessageRow`. Two concurrent sends of one id store it once, whichever commits first."""
+    rows: list[dict[str, Any]] = []
     for values in messages:
-        if values["id"] not in known:
-            known.add(values["id"])
-            fresh.append({**values, "status": QUEUED})
-    if fresh:
-        session.execute(insert(PendingMessageRow), fresh)
-    return [values["id"] for values in fresh]
+        if all(values["id"] != r["id"] for r in rows):
+            rows.append({**values, "status": QUEUED})
+    if not rows:
+        return []
+    dialect = session.get_bind().dialect.name
+    if dialect in _DO_NOTHING:
+        stmt = _DO_NOTHING[dialect](PendingMessageRow).on_conflict_do_nothing(index_elements=[PendingMessageRow.id])
+        added = set(session.scalars(stmt.returning(PendingMessageRow.id), rows))
+    else:  # MySQL/MariaDB: RETURNING would list the duplicates too, so look first; a racing duplicate is a no-op
+        known = set(session.scalars(select(PendingMessageRow.id).where(
+            PendingMessageRow.id.in_([r["id"] for r in rows]))))
+        fresh = [r for r in rows if r["id"] not in known]
+        if fresh:
+            stmt = mysql_insert(PendingMessageRow)
+            session.execute(stmt.on_duplicate_key_update(id=stmt.inserted.id), fresh)
+        added = {r["id"] for r in fresh}
+    return [r["id"] for r in rows if r["id"] in added]
 
 
 def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
     """Consume every queued message of the agent, oldest first."""
+    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
+    consume = update(PendingMessageRow).values(status=CONSUMED, consumed_by=token, consumed_at=now()) \
+        .execution_options(synchronize_session=False)
+    if _updates_return(session):  # one round trip: UPDATE .. RETURNING
+        rows = session.execute(consume.where(PendingMessageRow.target_agent_id == agent_id,
+                                             PendingMessageRow.status == QUEUED).returning(*QUEUE_COLUMNS)).all()
+        return sorted(rows, key=lambda row: row.seq)
+    # MariaDB has no UPDATE .. RETURNING; claiming by primary key keeps InnoDB's gap locks off the senders' inserts.
     seqs = list(session.scalars(
         select(PendingMessageRow.seq).where(PendingMessageRow.target_agent_id == agent_id,
                                             PendingMessageRow.status == QUEUED)
@@ -55,15 +75,16 @@ def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
     ))
     if not seqs:
         return []
-    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
-    session.execute(
-        update(PendingMessageRow).where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED)
-        .values(status=CONSUMED, consumed_by=token, consumed_at=now())
-    )
+    session.execute(consume.where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED))
     # Plain rows with the row's attribute names: a long queue drains faster without building ORM objects.
     return list(session.execute(
         select(*QUEUE_COLUMNS).where(PendingMessageRow.consumed_by == token).order_by(PendingMessageRow.seq)
     ))
+
+
+def _updates_return(session: Session) -> bool:
+    """Whether the database answers an UPDATE with the rows it changed (SQLite and PostgreSQL do)."""
+    return session.get_bind().dialect.name in _DO_NOTHING
 
 
 def discard_in(session: Session, agent_id: str, reason: str) -> int:
@@ -81,7 +102,7 @@ def requeue_answers_taken_after_in(session: Session, agent_id: str, since: float
     return session.execute(
         update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
                                         PendingMessageRow.status == CONSUMED,
-                                        PendingMessageRow.consumed_by.like("ask:%"),
+                                        PendingMessageRow.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"),
                                         PendingMessageRow.consumed_at > since)
         .values(status=QUEUED, consumed_by=None, consumed_at=None)
     ).rowcount

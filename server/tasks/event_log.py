@@ -4,51 +4,98 @@ A task's events are written only by the process that runs it, so the next
 index is kept in memory (seeded from the database once); the unique
 (task_id, idx) constraint guards the rest. The per-task lock is held across
 the caller's delivery too, so socket clients receive a task's events in log order.
+
+Writes of every task of the process go through one group commit (one transaction
+per short batch); a caller delivers its events only once they are durable. Consecutive
+`text_chunk` events of one message within `flush_s` (STREAM_FLUSH_MS) become one event:
+the first chunk takes the next index and waits in memory, later chunks of the message
+append their text to it, and it is written and delivered when the window ends, or at
+once when any other event of the task comes (see README, "Configuration").
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
+from modules.storage.models import TaskEvent
+from modules.storage.records import now
+
+Deliver = Callable[[int], None]
+CHUNK = "text_chunk"
+
+
+@dataclass
+class _Buffered:
+    """A coalesced text chunk not yet written: its index is taken, its text still grows."""
+
+    idx: int
+    data: dict[str, Any]
+    deliver: Callable[[int, list[tuple[str, dict[str, Any]]]], None] | None
+    due: float
 
 
 class EventLog:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, *, flush_s: float = 0.0, writer: GroupCommit | None = None):
         self._db = db
+        self._flush_s = flush_s
+        self.writer = writer or GroupCommit(db)
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._next: dict[str, int] = {}
+        self._buffered: dict[str, _Buffered] = {}
+        self._due = threading.Condition()
+        self._flusher: threading.Thread | None = None
 
     def append(self, task_id: str, event_type: str, data: dict[str, Any],
-               deliver: Callable[[int], None] | None = None) -> int:
+               deliver: Deliver | None = None) -> int:
         return self.append_many(task_id, [(event_type, data)], deliver)
 
     def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
-                    deliver: Callable[[int], None] | None = None) -> int:
-        """Write the events in one transaction; `deliver` gets the first one's index. Returns it."""
+                    deliver: Deliver | None = None) -> int:
+        """Write the events (durably, before `deliver` gets the first one's index). Returns that index."""
         with self.exclusive(task_id):
-            idx = self._next.get(task_id)
-            if idx is None:
-                idx = task_store.next_event_idx(self._db, task_id)
-            task_store.insert_events(self._db, task_id, idx, events)
-            self._next[task_id] = idx + len(events)
+            idx = self._take(task_id, len(events))
+            self._write(task_id, [(idx, events)])
             if deliver is not None:
                 deliver(idx)
             return idx
 
+    def append_chunk(self, task_id: str, data: dict[str, Any],
+                     deliver: Callable[[int, list[tuple[str, dict[str, Any]]]], None]) -> int:
+        """A `text_chunk` (with `message_id` and `content`): coalesced with the message's previous chunk
+        while that one waits; `deliver(idx, payloads)` sends what was written. Returns the chunk's index."""
+        if self._flush_s <= 0:
+            return self.append_many(task_id, [(CHUNK, data)], lambda first: deliver(first, [(CHUNK, data)]))
+        with self._locked(task_id):
+            held = self._buffered.get(task_id)
+            if held is not None and held.data.get("message_id") == data.get("message_id") \
+                    and time.monotonic() < held.due:
+                held.data = {**held.data, "content": held.data.get("content", "") + data.get("content", "")}
+                return held.idx
+            self._flush_locked(task_id)
+            idx = self._take(task_id, 1)
+            self._buffered[task_id] = _Buffered(idx, dict(data), deliver, time.monotonic() + self._flush_s)
+        with self._due:
+            self._ensure_flusher()
+            self._due.notify()
+        return idx
+
     @contextmanager
     def exclusive(self, task_id: str) -> Iterator[None]:
-        """No other event of the task is written meanwhile (for `append_in` and its delivery)."""
-        with self._guard:
-            lock = self._locks.setdefault(task_id, threading.Lock())
-        with lock:
+        """No other event of the task is written meanwhile (for `append_in` and its delivery); a chunk
+        still waiting is written first, so it keeps its place before whatever comes next."""
+        with self._locked(task_id):
+            self._flush_locked(task_id)
             yield
 
     def append_in(self, session: Session, task_id: str, events: list[tuple[str, dict[str, Any]]]) -> int:
@@ -63,3 +110,98 @@ class EventLog:
         with self._guard:
             self._locks.pop(task_id, None)
             self._next.pop(task_id, None)
+
+    # -- inside a task's lock -------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, task_id: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(task_id, threading.Lock())
+        with lock:
+            yield
+
+    def _take(self, task_id: str, count: int) -> int:
+        idx = self._next.get(task_id)
+        if idx is None:
+            idx = task_store.next_event_idx(self._db, task_id)
+        self._next[task_id] = idx + count
+        return idx
+
+    def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]]) -> None:
+        ts = now()
+        rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
+                for first, events in runs for i, (event_type, data) in enumerate(events)]
+        try:
+            self.writer.insert(TaskEvent.__table__, rows)
+        except BaseException:
+            with self._guard:
+                self._next.pop(task_id, None)  # read the next index from the log again
+            raise
+
+    def _flush_locked(self, task_id: str) -> None:
+        held = self._buffered.pop(task_id, None)
+        if held is None:
+            return
+        self._write(task_id, [(held.idx, [(CHUNK, held.data)])])
+        if held.deliver is not None:
+            held.deliver(held.idx, [(CHUNK, held.data)])
+
+    # -- the window's end -----------------------------------------------------------------
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None or not self._flusher.is_alive():
+            self._flusher = threading.Thread(target=self._flush_due, name="stream-flush", daemon=True)
+            self._flusher.start()
+
+    def _flush_due(self) -> None:
+        """Write every chunk whose window ended, all in one batch, then deliver each: a chunk whose task
+        is busy is left to that task's writer, which writes it before its own event."""
+        while True:
+            with self._due:
+                due = self._earliest()
+                while due is None or due > time.monotonic():
+                    self._due.wait(None if due is None else max(0.0, due - time.monotonic()))
+                    due = self._earliest()
+            self._flush_batch()
+
+    def _earliest(self) -> float | None:
+        return min((b.due for b in list(self._buffered.values())), default=None)
+
+    def _flush_batch(self) -> None:
+        taken: list[tuple[str, threading.Lock, _Buffered]] = []
+        moment = time.monotonic()
+        for task_id in [t for t, b in list(self._buffered.items()) if b.due <= moment]:
+            with self._guard:
+                lock = self._locks.setdefault(task_id, threading.Lock())
+            if not lock.acquire(blocking=False):
+                continue
+            held = self._buffered.pop(task_id, None)
+            if held is None:
+                lock.release()
+                continue
+            taken.append((task_id, lock, held))
+        if not taken:
+            time.sleep(min(self._flush_s, 0.005))  # every due chunk's task is busy writing it
+            return
+        try:
+            ts = now()
+            errors = self.writer.insert_each(TaskEvent.__table__, [
+                [dict(task_id=task_id, idx=held.idx, type=CHUNK, data=held.data, ts=ts)] for task_id, _, held in taken])
+        except BaseException:
+            for _, lock, _held in taken:
+                lock.release()
+            raise
+        for (task_id, lock, held), error in zip(taken, errors, strict=True):
+            # Each task's delivery on its own thread, so a task waits for its own room's send, not for all of them.
+            threading.Thread(target=self._deliver_and_release, args=(task_id, lock, held, error), daemon=True).start()
+
+    def _deliver_and_release(self, task_id: str, lock: threading.Lock, held: _Buffered,
+                             error: BaseException | None) -> None:
+        try:
+            if error is not None:  # lost with its write: the task's next event re-reads its index
+                with self._guard:
+                    self._next.pop(task_id, None)
+            elif held.deliver is not None:
+                held.deliver(held.idx, [(CHUNK, held.data)])
+        finally:
+            lock.release()

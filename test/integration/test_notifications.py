@@ -146,6 +146,8 @@ def test_notice_pending_at_sigkill_is_delivered_once_after_restart(server, llm):
     cid = sent["conversation_id"]
     wait_until(lambda: server.get(f"/api/conversations/{cid}/running-status").json()["pending_notices"] == 1,
                what="notice queued while the master runs")
+    # Killed inside its second model call (else the follow-up would be served the step that never answers).
+    wait_until(lambda: len([r for r in llm.requests if MASTER(r.body)]) == 2, what="the master's second model call")
     server.kill()
     llm.script(text("Got the command's result."), match=MASTER)
     server.start()

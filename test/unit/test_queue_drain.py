@@ -49,8 +49,10 @@ def test_a_drain_returns_the_whole_queue_in_arrival_order_once(agent):
 
 def test_a_message_taken_between_the_drains_look_and_its_claim_is_not_drained_too(agent, monkeypatch):
     """A blocked ask takes one message (compare-and-set) right after a drainer listed the queue: the drain's
-    claim must skip it, or the message is consumed twice (once as the answer, once into the history)."""
+    claim must skip it, or the message is consumed twice (once as the answer, once into the history). The
+    look-then-claim drain is MariaDB's (SQLite and PostgreSQL claim in one UPDATE .. RETURNING): forced here."""
     db, conv, master = agent
+    monkeypatch.setattr(queue, "_updates_return", lambda _session: False)
     ids = _queue(db, conv, master, ["a", "answer", "c"])
     scalars = Session.scalars
 

@@ -194,7 +194,9 @@ def test_messages_queued_at_sigkill_are_delivered_once_after_restart(make_server
     hold_master.set()
     wait_until(lambda: len(requests_of(llm, MASTER)) == 3, what="the master's last model call")
     hold_ask.set()
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_2", "waiting"), what="InfoAgent_2 waiting")
+    # The asker shows `waiting` just before its question is queued: the user's messages come after the question.
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_2", "waiting")
+               and agents(server, cid)["MasterAgent"]["pending_count"] == 1, what="InfoAgent_2's question queued")
     for text_ in ("user one", "user two"):
         assert server.send(text_, cid)["delivery"] == "injected_inline"
     listed = agents(server, cid)

@@ -1,0 +1,177 @@
+"""Group commit: the writes of many writers of one process, in one transaction per short batch.
+
+A transaction costs far more than the rows in it (the pool checkout, SQLite's writer lock,
+the commit), so a process that streams hundreds of replies at once cannot afford one per event.
+Writers queue their rows; one of them at a time leads: it takes what is queued (up to
+`max_rows` rows), inserts it with one statement per table and commits, then wakes every
+writer of the batch, while the next writers queue up for the next batch. A writer returns only
+once its rows are durable, so it can deliver them after that, in its own order. A writer may also
+hand over a step (a short function of the session: a send's check and enqueue). When a batch
+fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Table, insert
+from sqlalchemy.orm import Session
+
+from modules.storage.db import Database, DatabaseUnavailable
+
+T = TypeVar("T")
+DEFAULT_MAX_ROWS = 400
+
+
+@dataclass
+class _Pending:
+    """One writer's part of a batch: rows for a table, or a step run on the batch's session."""
+
+    table: Table | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    step: Callable[[Session], Any] | None = None
+    result: Any = None
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    wake: threading.Event | None = None  # its writer's: set when the item is done or the writer may lead
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) or 1
+
+
+class GroupCommit:
+    def __init__(self, db: Database, *, max_rows: int = DEFAULT_MAX_ROWS):
+        self._db = db
+        self._max_rows = max_rows
+        self._lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._leading = False  # a writer is committing a batch right now
+        self.batches = 0  # transactions written, for benchmarks and tests
+        self.rows = 0
+
+    def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Insert `rows` into `table`; returns once they are committed, raises what the write raised."""
+        error = self.insert_each(table, [rows])[0]
+        if error is not None:
+            raise error
+
+    def insert_each(self, table: Table, writers: list[list[dict[str, Any]]]) -> list[BaseException | None]:
+        """Insert the rows of several writers at once; each succeeds or fails on its own (the error, or None)."""
+        items = [_Pending(table, rows) for rows in writers if rows]
+        self._submit(items)
+        errors = iter([item.error for item in items])
+        return [next(errors) if rows else None for rows in writers]
+
+    def call(self, step: Callable[[Session], T]) -> T:
+        """Run `step` inside a batch's transaction; returns its result once committed. A step may run twice
+        (again on its own when another step of its batch failed), so it must do nothing but database work."""
+        item = _Pending(step=step)
+        self._submit([item])
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    def _submit(self, items: list[_Pending]) -> None:
+        """Queue the items; then either lead (commit what is queued, own items included) or follow (wait for
+        the leader of the moment). Alone, a writer commits at once in its own thread, as without batching;
+        under load, whoever queued while a batch committed goes out together in the next one."""
+        if not items:
+            return
+        wake = threading.Event()
+        for item in items:
+            item.wake = wake
+        # The leader's transaction is bounded by the database's deadline; this bounds a writer stuck behind it.
+        limit = time.monotonic() + self._db.timeout_s * 3 + 1
+        with self._lock:
+            self._queue.extend(items)
+        while True:
+            batch: list[_Pending] = []
+            with self._lock:
+                if _all_done(items):
+                    return
+                if not self._leading:
+                    self._leading = True
+                    count = 0
+                    while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
+                        batch.append(self._queue.pop(0))
+                        count += batch[-1].size
+            if not batch:
+                self._follow(items, wake, limit)
+                continue
+            try:
+                self._write(batch)
+            finally:
+                for item in batch:  # the leader was killed mid-batch (its green thread, a deadline of its caller)
+                    if not item.done.is_set():
+                        self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
+                with self._lock:
+                    self._leading = False
+                    if self._queue:  # the writer of the oldest queued item leads next; the others sleep on
+                        self._queue[0].wake.set()
+
+    def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
+        """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items
+        already in a batch end with it (the leader's transaction is bounded by the database's deadline)."""
+        left = limit - time.monotonic()
+        if left > 0:
+            wake.wait(left)
+        else:
+            with self._lock:
+                for item in items:
+                    if not item.done.is_set() and item in self._queue:
+                        self._queue.remove(item)
+                        item.error = DatabaseUnavailable("the database did not take the batch in time")
+                        item.done.set()
+            if not _all_done(items):
+                wake.wait()
+        wake.clear()
+
+    def _write(self, batch: list[_Pending]) -> None:
+        try:
+            self._commit(batch)
+        except DatabaseUnavailable as exc:  # the database is away: every writer of the batch hears it
+            self._settle(batch, exc)
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                self._settle(batch, exc)
+                return
+            for item in batch:  # one bad writer (a duplicate key) must not fail the others
+                try:
+                    self._commit([item])
+                except Exception as one:
+                    self._settle([item], one)
+                else:
+                    self._settle([item], None)
+            return
+        self._settle(batch, None)
+
+    def _commit(self, batch: Iterable[_Pending]) -> None:
+        by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
+        with self._db.write(first=True) as s:
+            for item in batch:
+                if item.step is not None:
+                    item.result = item.step(s)
+                else:
+                    by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
+            for table, rows in by_table.values():
+                s.execute(insert(table), rows)
+        self.batches += 1
+        self.rows += sum(len(rows) for _, rows in by_table.values())
+
+    @staticmethod
+    def _settle(batch: list[_Pending], error: BaseException | None) -> None:
+        for item in batch:
+            item.error = error
+            item.done.set()
+            if item.wake is not None:
+                item.wake.set()
+
+
+def _all_done(items: list[_Pending]) -> bool:
+    return all(item.done.is_set() for item in items)

@@ -1,0 +1,169 @@
+"""The event log's group commit and its coalescing of text chunks, on a real SQLite database with real threads:
+an event reaches the transport only once it is durable, in log order per task, and a streamed message's
+chunks within STREAM_FLUSH_MS become one event with the same text."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from modules.storage import tasks as task_store
+from modules.storage.db import Database
+from modules.storage.models import TaskEvent
+from server.sender import TaskEventSender
+from server.tasks.event_log import EventLog
+from test.unit.teams import conversation_with_sub_agent
+
+TASKS = 8
+EVENTS = 25
+WAIT_S = 10
+
+
+@pytest.fixture
+def team(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    conv, master, _sub, _ = conversation_with_sub_agent(db)
+    yield db, conv, master
+    db.dispose()
+
+
+def _tasks(db, conv, agent, n):
+    with db.write() as s:
+        return [task_store.create_task_in(s, conversation_id=conv.id, agent_id=agent.id, task_type="chat").id
+                for _ in range(n)]
+
+
+class Recorder:
+    """A transport that checks, for every event it is handed, that the event is in the durable log already."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self.sent: list[tuple[str, dict]] = []
+        self.not_durable: list[tuple[str, int]] = []
+        self.arrived = threading.Condition()
+
+    def emit(self, event_type, data, room):
+        logged = {e.idx: e for e in task_store.list_events(self._db, data["task_id"], data["idx"], limit=1)}
+        if data["idx"] not in logged or logged[data["idx"]].type != event_type:
+            self.not_durable.append((data["task_id"], data["idx"]))
+        with self.arrived:
+            self.sent.append((event_type, data))
+            self.arrived.notify_all()
+
+    def of(self, task_id):
+        return [(t, d) for t, d in self.sent if d["task_id"] == task_id]
+
+    def wait_for(self, count, task_id):
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.of(task_id)) >= count, WAIT_S), self.of(task_id)
+
+
+def _sender(log, transport, task_id, conv, agent):
+    return TaskEventSender(log, transport, task_id=task_id, conversation_id=conv.id, agent_id=agent.id)
+
+
+def test_concurrent_tasks_share_transactions_and_each_delivers_durable_events_in_log_order(team):
+    db, conv, master = team
+    log, transport = EventLog(db), Recorder(db)
+    task_ids = _tasks(db, conv, master, TASKS)
+    start = threading.Barrier(TASKS)
+
+    def stream(task_id):
+        sender = _sender(log, transport, task_id, conv, master)
+        start.wait(WAIT_S)
+        for i in range(EVENTS):
+            sender.emit("tool_start", {"n": i})
+
+    threads = [threading.Thread(target=stream, args=(t,)) for t in task_ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S * 3)
+    assert transport.not_durable == []
+    for task_id in task_ids:
+        got = transport.of(task_id)
+        assert [d["idx"] for _, d in got] == list(range(EVENTS))
+        assert [d["n"] for _, d in got] == list(range(EVENTS))
+        assert [e.idx for e in task_store.list_events(db, task_id)] == list(range(EVENTS))
+    assert log.writer.rows == TASKS * EVENTS
+    assert log.writer.batches < TASKS * EVENTS  # writers of different tasks shared transactions
+
+
+def test_a_failed_writer_fails_alone_and_its_task_continues_from_the_durable_log(team):
+    db, conv, master = team
+    log = EventLog(db)
+    good, bad = _tasks(db, conv, master, 2)
+    task_store.insert_events(db, bad, 0, [("tool_start", {})])  # index 0 taken behind the cache's back
+    row = dict(type="tool_start", data={}, ts=0.0)
+    errors = log.writer.insert_each(TaskEvent.__table__, [[dict(task_id=good, idx=0, **row)],
+                                                          [dict(task_id=bad, idx=0, **row)]])
+    assert errors[0] is None and isinstance(errors[1], IntegrityError)
+    assert [e.idx for e in task_store.list_events(db, good)] == [0]
+
+    log._next[bad] = 0  # the cache believes index 0 is free
+    with pytest.raises(IntegrityError):
+        log.append(bad, "tool_start", {})
+    assert log.append(bad, "tool_end", {}) == 1  # the index was read from the log again
+    assert [e.type for e in task_store.list_events(db, bad)] == ["tool_start", "tool_end"]
+
+
+def test_chunks_of_one_message_become_one_event_and_other_events_keep_their_place(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=30.0), Recorder(db)  # only other events end the window here
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    sender.emit("ai_message_start", {"message_id": "m1"})
+    for piece in ("Hel", "lo, ", "wor"):
+        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
+    sender.emit("tool_start", {"tool_call_id": "c1"})
+    for piece in ("ld", "!"):
+        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
+    sender.emit("text_chunk", {"message_id": "m2", "content": "next"})  # another message: not merged
+    sender.emit("text_end", {"message_id": "m2", "content": "next"})
+
+    expected = [("ai_message_start", None), ("text_chunk", "Hello, wor"), ("tool_start", None),
+                ("text_chunk", "ld!"), ("text_chunk", "next"), ("text_end", "next")]
+    logged = task_store.list_events(db, task_id)
+    assert [(e.type, e.data.get("content")) for e in logged] == expected
+    assert [e.idx for e in logged] == list(range(len(expected)))
+    assert [(t, d.get("content")) for t, d in transport.of(task_id)] == expected
+    assert [d["idx"] for _, d in transport.of(task_id)] == list(range(len(expected)))
+    assert transport.not_durable == []
+
+
+def test_a_chunk_goes_out_when_its_window_ends_without_another_event(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=0.05), Recorder(db)
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    sender.emit("text_chunk", {"message_id": "m1", "content": "a"})
+    sender.emit("text_chunk", {"message_id": "m1", "content": "b"})
+    transport.wait_for(1, task_id)
+    assert [(t, d["content"], d["idx"]) for t, d in transport.of(task_id)] == [("text_chunk", "ab", 0)]
+    assert transport.not_durable == []
+
+
+def test_a_tasks_end_written_in_its_own_transaction_comes_after_a_waiting_chunk(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=30.0), Recorder(db)
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    sender.emit("text_chunk", {"message_id": "m1", "content": "partial"})
+    with log.exclusive(task_id), db.write() as s:  # as the end of a turn writes it (turn_end)
+        first = log.append_in(s, task_id, sender.payloads([("task_stopped", {})]))
+    assert first == 1
+    assert [(e.idx, e.type) for e in task_store.list_events(db, task_id)] == [(0, "text_chunk"), (1, "task_stopped")]
+    assert [(t, d["content"]) for t, d in transport.of(task_id)] == [("text_chunk", "partial")]
+
+
+def test_without_a_window_every_chunk_is_its_own_event(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=0), Recorder(db)
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    for piece in ("a", "b"):
+        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
+    assert [(e.type, e.data["content"]) for e in task_store.list_events(db, task_id)] == [
+        ("text_chunk", "a"), ("text_chunk", "b")]
