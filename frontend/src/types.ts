@@ -138,6 +138,8 @@ export interface AssistantItem extends ItemBase {
   done: boolean;
   /** Complete from the stored history: streamed chunks of it are ignored. */
   fromHistory?: boolean;
+  /** Cut off: stopped by the user, or the model failed mid-reply (`metadata.partial`). */
+  interrupted?: boolean;
 }
 
 export interface ToolItem extends ItemBase {

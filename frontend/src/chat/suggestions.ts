@@ -1,0 +1,33 @@
+// The latest reply's suggestion chips after a reload: they are the last `suggestions` event of a
+// finished task's log, read back over REST (the live path is the `suggestions` event itself).
+
+import { api } from "../api";
+import type { TaskWithEvents } from "../types";
+import { EVENTS_PAGE } from "./taskLogs";
+
+/** The tasks whose logs may hold the latest chips: the master's last finished task and the last
+ * few finished tasks (a sub-agent's turn with the user has chips too, and a background task may
+ * have finished after the master's reply), newest first. `finished` is in start order. */
+export function chipCandidates(finished: [string, string][], masterId: string | null): string[] {
+  const newest = [...finished].reverse();
+  const lastOfMaster = newest.find(([, agentId]) => agentId === masterId)?.[0];
+  return newest.filter(([id], i) => i < 3 || id === lastOfMaster).map(([id]) => id);
+}
+
+/** The data of the last `suggestions` event in a task's log, or null. `stale()` stops the reading
+ * when the view moved on or chips appeared meanwhile. */
+export async function lastSuggestions(
+  taskId: string,
+  stale: () => boolean,
+): Promise<Record<string, unknown> | null> {
+  let from = 0;
+  let found: Record<string, unknown> | null = null;
+  for (let page = 0; page < 10; page++) {
+    const body = await api<TaskWithEvents>(`/api/tasks/${encodeURIComponent(taskId)}?from=${from}`);
+    if (stale()) return null;
+    for (const e of body.events) if (e.type === "suggestions") found = e.data ?? null;
+    if (body.events.length < EVENTS_PAGE) break;
+    from = body.next_offset;
+  }
+  return found;
+}
