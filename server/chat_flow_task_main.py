@@ -59,8 +59,10 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
         if not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
-        persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason))
-        sender.emit("text_end", {"message_id": message_id, "content": reply.content})
+        mark = {"partial": True} if reply.finish_reason == "stopped" else {}  # cut off by a stop
+        persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason),
+                                  meta=mark)
+        sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark})
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:

@@ -207,8 +207,15 @@ def test_terminating_a_sub_agent_from_its_side_view(page, ui_server, llm):
         expect(row).to_have_attribute("data-state", "running")
         row.click()
         side = page.get_by_test_id("agent-history")
+        # Terminate asks first: Cancel leaves the sub-agent at work
         side.get_by_test_id("terminate-agent").click()
+        side.get_by_test_id("terminate-no").click()
+        expect(side.get_by_test_id("terminate-confirm")).to_have_count(0)
+        expect(row).to_have_attribute("data-state", "running")
+        side.get_by_test_id("terminate-agent").click()
+        side.get_by_test_id("terminate-yes").click()
         expect(side.get_by_test_id("agent-terminated")).to_be_visible()
+        expect(side.get_by_test_id("agent-history-state")).to_have_text("terminated")  # not "idle"
     finally:
         gate.set()
     expect(row).to_have_attribute("data-state", "idle")

@@ -1,16 +1,16 @@
 // The open conversation, as the chat view sees it: a facade over the timeline reducer
-// (./timeline.ts), the task event logs (./taskLogs.ts), the chips (./suggestions.ts) and the
-// sends and stops (./send.ts). It loads stored history, attaches to the active tasks, routes
+// (./timeline.ts), the task event logs (./taskLogs.ts), the chips (./suggestions.ts), the sends and
+// stops (./send.ts) and the remembered sends (./sent.ts). It loads stored history, attaches to the active tasks, routes
 // each event to the main timeline or the team panel, and keeps the agents' list fresh.
 
 import { reactive } from "vue";
 import { api, ApiError } from "../api";
 import { historyItems, mergeByTime, str } from "../history";
-import type { AgentInfo, AskItem, ChatEvent, Conversation, MessagesAnswer, SendAnswer, TaskSummary,
-  UserItem } from "../types";
-import { deliver, failure, stopTasks, type SocketLike } from "./send";
+import type { AgentInfo, AskItem, ChatEvent, Conversation, MessagesAnswer, SendAnswer, TaskSummary, UserItem } from "../types";
+import { deliver, failure, retryable, stopTasks, type SocketLike } from "./send";
 import { Agents } from "./agents";
-import { chipCandidates, lastSuggestions } from "./suggestions";
+import { rememberSent, restoreSent } from "./sent";
+import { restoreChips } from "./suggestions";
 import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
 import { emptyState, type ChatState } from "./state";
 import { newId, Timeline, type Data } from "./timeline";
@@ -23,14 +23,10 @@ const FINAL = new Set(["task_complete", "task_stopped", "error"]);
 
 /** A conversation created at a first send; `viewGen` is the generation of the view that shows it,
  * null when the user had moved on (another conversation, or another new chat) before it was created. */
-interface Created {
-  id: string;
-  viewGen: number | null;
-}
+type Created = { id: string; viewGen: number | null };
 
 export class Chat {
   state: ChatState = reactive(emptyState()) as ChatState;
-
   readonly team = new Agents(this.state);
   readonly timeline = new Timeline(this.state, this.team);
   private logs = new TaskLogs({
@@ -121,22 +117,12 @@ export class Chat {
     this.ephemeral = [];
     for (const ev of held) this.apply(ev);
     void this.restoreSuggestions(gen);
+    void restoreSent(conversationId, this.timeline, () => gen !== this.generation);
   }
 
   /** The latest reply's chips survive a reload (see ./suggestions.ts). */
-  private async restoreSuggestions(gen: number): Promise<void> {
-    if (this.state.suggestions) return;
-    const stale = () => gen !== this.generation || !!this.state.suggestions;
-    try {
-      for (const taskId of chipCandidates([...this.logs.finished], this.state.masterAgentId)) {
-        const found = await lastSuggestions(taskId, stale);
-        if (stale()) return;
-        if (found) this.timeline.showSuggestions(found, taskId);
-        if (this.state.suggestions) return;
-      }
-    } catch {
-      // Chips are a convenience: without them the conversation reads the same.
-    }
+  private restoreSuggestions(gen: number): Promise<void> {
+    return restoreChips(this.logs, this.timeline, this.state, () => gen !== this.generation || !!this.state.suggestions);
   }
 
   /** Start a fresh, empty conversation view (the conversation is created at the first send). */
@@ -250,7 +236,10 @@ export class Chat {
       const tasks = Array.isArray(d.tasks) ? (d.tasks as NonNullable<ChatState["subAgentWaiting"]>["tasks"]) : [];
       this.state.subAgentWaiting = count > 0 ? { count, tasks } : null;
     } else if (FINAL.has(ev.type)) this.onFinal(ev.type, d, taskId, agentId);
-    else this.timeline.apply(ev.type, d, agentId, taskId);
+    else {
+      if (ev.type === "route") this.team.refreshSoon(); // a queued message shows in its agent's queue count
+      this.timeline.apply(ev.type, d, agentId, taskId);
+    }
   }
 
   private onFinal(type: string, d: Data, taskId: string | undefined, agentId?: string, quiet = false): void {
@@ -294,7 +283,8 @@ export class Chat {
         const failed = failure(err);
         // Keep what the user wrote on screen, marked as not sent, unless they moved on meanwhile.
         if (before === this.generation) {
-          this.timeline.push({ kind: "user", key: `c:${newId()}`, text: message, failed: failed.error || failed.code });
+          this.timeline.push({ kind: "user", key: `c:${newId()}`, text: message, failed: failed.error || failed.code,
+            retryable: retryable(failed) });
         }
         return failed;
       }
@@ -313,12 +303,16 @@ export class Chat {
     item.pending = false;
     if (!answer || answer.success === false) {
       item.failed = answer.error || answer.code || "not sent";
+      item.retryable = !ask && retryable(answer);
       if (ask) ask.answer = answer.code === "stale_question" ? "(this question is no longer open)" : undefined;
       return answer;
     }
     item.route = answer.route ?? item.route;
     item.delivery = answer.delivery ?? item.delivery;
-    if (answer.message_id) this.timeline.bindMessageId(item, answer.message_id);
+    if (answer.message_id) {
+      this.timeline.bindMessageId(item, answer.message_id);
+      if (!ask) rememberSent(cid, answer.message_id, message); // (an answer shows with its question)
+    }
     if (answer.agent_id && !this.team.isMaster(answer.agent_id)) {
       item.targetAgent = answer.target_agent || this.team.agentName(answer.agent_id);
     }
@@ -335,6 +329,19 @@ export class Chat {
     }
     this.onConversationsChanged();
     return answer;
+  }
+
+  /** Send a message that failed again: its bubble goes, the new send shows its own. */
+  retry(item: UserItem): Promise<SendAnswer> {
+    const i = this.state.items.indexOf(item);
+    if (i >= 0) this.state.items.splice(i, 1);
+    return this.send(item.text);
+  }
+
+  /** Back online: the messages that failed for want of a connection go out again, in order. */
+  async retryUnsent(): Promise<void> {
+    const unsent = this.state.items.filter((it): it is UserItem => it.kind === "user" && !!it.failed && !!it.retryable);
+    for (const it of unsent) await this.retry(it);
   }
 
   /** Create the conversation of a fresh view, once: a second send meanwhile in the same view waits

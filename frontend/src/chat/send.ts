@@ -19,6 +19,13 @@ export function failure(err: unknown): SendAnswer {
   return { success: false, code: (err as ApiError).code ?? "network_error", error: (err as Error).message };
 }
 
+/** Codes of a send that never reached a working server: sent again once the connection is back. */
+const RETRYABLE = new Set(["network_error", "database_unavailable", "internal_error", "server_error"]);
+
+export function retryable(answer: SendAnswer): boolean {
+  return RETRYABLE.has(answer.code ?? "");
+}
+
 /** Hand a message to the server: over the socket, else (or without an acknowledgement) over REST. */
 export async function deliver(socket: SocketLike, payload: Record<string, string>): Promise<SendAnswer> {
   try {

@@ -3,6 +3,8 @@
 
 import { api } from "../api";
 import type { TaskWithEvents } from "../types";
+import type { TaskLogs } from "./taskLogs";
+import type { Timeline, TimelineState } from "./timeline";
 import { EVENTS_PAGE } from "./taskLogs";
 
 /** The tasks whose logs may hold the latest chips: the master's last finished task and the last
@@ -30,4 +32,24 @@ export async function lastSuggestions(
     from = body.next_offset;
   }
   return found;
+}
+
+/** Show the latest finished reply's chips, read back from the candidates' logs. */
+export async function restoreChips(
+  logs: TaskLogs,
+  timeline: Timeline,
+  state: TimelineState & { masterAgentId: string | null },
+  stale: () => boolean,
+): Promise<void> {
+  if (state.suggestions) return;
+  try {
+    for (const taskId of chipCandidates([...logs.finished], state.masterAgentId)) {
+      const found = await lastSuggestions(taskId, stale);
+      if (stale()) return;
+      if (found) timeline.showSuggestions(found, taskId);
+      if (state.suggestions) return;
+    }
+  } catch {
+    // Chips are a convenience: without them the conversation reads the same.
+  }
 }

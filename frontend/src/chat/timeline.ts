@@ -84,6 +84,11 @@ export class Timeline {
     return this.messages.get(id);
   }
 
+  /** Whether stored history (or a hidden message) has this id. */
+  known(id: string): boolean {
+    return this.knownMessageIds.has(id);
+  }
+
   /** The user's item `item` now has the server's `messageId`; another item of it (its event came first) goes. */
   bindMessageId(item: UserItem, messageId: string): void {
     const other = this.messages.get(messageId);
@@ -176,6 +181,7 @@ export class Timeline {
     if (item.text !== content) this.state.textMismatches++;
     item.text = content || item.text;
     item.done = true;
+    if (d.partial === true) item.interrupted = true;
   }
 
   private onToolResult(d: Data, agentId: string | undefined, taskId: string | undefined): void {
@@ -242,10 +248,13 @@ export class Timeline {
     const source = str(d.source) || "user";
     const visibility = str(d.visibility) || "chat";
     const clientId = str(meta.client_message_id);
-    if (id && (this.messages.has(id) || this.knownMessageIds.has(id))) return;
+    const shown = id ? this.messages.get(id) : undefined;
+    if (shown?.kind === "user") shown.queued = false;
+    if (id && (shown || this.knownMessageIds.has(id))) return;
     if (clientId) {
       const mine = this.clientIds.get(clientId);
       if (mine) {
+        mine.queued = false;
         if (id && !mine.messageId) {
           mine.messageId = id;
           this.messages.set(id, mine);
