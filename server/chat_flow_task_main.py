@@ -59,7 +59,7 @@ def handle_task_with_sender(rt: Runtime, turn: ChatTurn, sender: EventSender) ->
         if not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
-        mark = {"partial": True} if reply.finish_reason == "stopped" else {}  # cut off by a stop
+        mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}  # cut off by Stop
         persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason),
                                   meta=mark)
         sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark})

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { historyItems, mergeByTime } from "../src/history";
 import { Timeline, type TimelineState } from "../src/chat/timeline";
+import type { ServerEvent } from "../src/generated/events";
 import type { StoredMessage } from "../src/types";
 
 const MASTER = "m1";
@@ -15,7 +16,8 @@ function make() {
     agentName: (id) => (id ? names[id] : undefined),
     masterName: () => "MasterAgent",
   });
-  const ev = (type: string, d: Record<string, unknown>, agent = MASTER, task = "t1") => tl.apply(type, d, agent, task);
+  const ev = (type: string, d: Record<string, unknown>, agent = MASTER, task = "t1") =>
+    tl.apply({ type, data: d } as unknown as ServerEvent, agent, task);
   return { state, tl, ev };
 }
 

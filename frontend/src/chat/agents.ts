@@ -3,6 +3,7 @@
 
 import { api } from "../api";
 import { str } from "../history";
+import type { AgentStateEvent, PendingCountEvent } from "../generated/events";
 import type { AgentInfo, TimelineItem } from "../types";
 import type { Roster } from "./timeline";
 
@@ -34,13 +35,14 @@ export class Agents implements Roster {
     return this.state.agents.find((a) => a.agent_id === agentId)?.display_name;
   }
 
-  /** An `agent_state` event: the panel shows it at once, the full list follows. */
-  onState(d: Record<string, unknown>, agentId: string | undefined): void {
+  /** An `agent_state` or `pending_count` event: the panel shows it at once, the full list follows. */
+  onState(d: Partial<AgentStateEvent & PendingCountEvent>, agentId: string | undefined): void {
     const state = str(d.state);
     const a = this.state.agents.find((x) => x.agent_id === agentId);
     if (a) {
       if (state) a.state = state;
       if (str(d.display_name)) a.display_name = str(d.display_name);
+      if (typeof d.pending_count === "number") a.pending_count = d.pending_count;
     }
     this.refreshSoon();
   }

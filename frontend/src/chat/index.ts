@@ -12,6 +12,7 @@ import { Agents } from "./agents";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
 import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
+import type { ServerEvent } from "../generated/events";
 import { emptyState, type ChatState } from "./state";
 import { newId, Timeline, type Data } from "./timeline";
 
@@ -19,7 +20,9 @@ export type { SocketLike } from "./send";
 export type { Suggestions } from "./timeline";
 export type { ChatState } from "./state";
 
-const FINAL = new Set(["task_complete", "task_stopped", "error"]);
+type FinalType = "task_complete" | "task_stopped" | "error";
+const FINAL = new Set<string>(["task_complete", "task_stopped", "error"]);
+const isFinal = (type: string): type is FinalType => FINAL.has(type);
 
 /** A conversation created at a first send; `viewGen` is the generation of the view that shows it,
  * null when the user had moved on (another conversation, or another new chat) before it was created. */
@@ -222,7 +225,7 @@ export class Chat {
       } else if (ev.type === "agent_state") {
         this.team.onState(d, agentId);
         return;
-      } else if (FINAL.has(ev.type)) {
+      } else if (isFinal(ev.type)) {
         this.onFinal(ev.type, d, taskId, agentId, true);
         return;
       } else {
@@ -230,19 +233,19 @@ export class Chat {
       }
       this.updateRunning();
     }
-    if (ev.type === "agent_state") this.team.onState(d, agentId);
+    if (ev.type === "agent_state" || ev.type === "pending_count") this.team.onState(d, agentId);
     else if (ev.type === "sub_agent_waiting") {
       const count = Number(d.count ?? 0);
       const tasks = Array.isArray(d.tasks) ? (d.tasks as NonNullable<ChatState["subAgentWaiting"]>["tasks"]) : [];
       this.state.subAgentWaiting = count > 0 ? { count, tasks } : null;
-    } else if (FINAL.has(ev.type)) this.onFinal(ev.type, d, taskId, agentId);
+    } else if (isFinal(ev.type)) this.onFinal(ev.type, d, taskId, agentId);
     else {
       if (ev.type === "route") this.team.refreshSoon(); // a queued message shows in its agent's queue count
-      this.timeline.apply(ev.type, d, agentId, taskId);
+      this.timeline.apply(ev as unknown as ServerEvent, agentId, taskId); // the wire's data, typed by the catalogue
     }
   }
 
-  private onFinal(type: string, d: Data, taskId: string | undefined, agentId?: string, quiet = false): void {
+  private onFinal(type: FinalType, d: Data, taskId: string | undefined, agentId?: string, quiet = false): void {
     const t = taskId ? this.logs.tracks.get(taskId) : undefined;
     if (t) this.logs.markFinal(t);
     if (quiet) {

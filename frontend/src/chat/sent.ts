@@ -2,7 +2,7 @@
 // the stored history until the agent takes it, so after a reload its bubble would vanish. On open,
 // each remembered send that history lacks is asked for (`GET /api/messages/<id>`) and shown again.
 
-import { api } from "../api";
+import { api, ApiError } from "../api";
 import type { SendAnswer } from "../types";
 import type { Timeline } from "./timeline";
 
@@ -40,8 +40,28 @@ export function rememberSent(conversationId: string, messageId: string, text: st
   save(conversationId, [...load(conversationId).filter((s) => s.id !== messageId), { id: messageId, text, ts: Date.now() }]);
 }
 
-/** Show the remembered sends that history lacks and the server still has; forget the others. */
+interface Queued {
+  message_id: string;
+  content: string;
+  target_agent: string | null;
+  created_at: string | null;
+}
+
+/** Show the user's messages no agent has read yet: from `GET .../queued` (any browser), or, on a server
+ * without it (404/405), the remembered sends that history lacks and the server still has. */
 export async function restoreSent(conversationId: string, timeline: Timeline, stale: () => boolean): Promise<void> {
+  try {
+    const body = await api<{ data: Queued[] }>(`/api/conversations/${encodeURIComponent(conversationId)}/queued`);
+    if (stale()) return;
+    for (const q of body.data) {
+      if (timeline.message(q.message_id) || timeline.known(q.message_id)) continue;
+      timeline.push({ kind: "user", key: `m:${q.message_id}`, messageId: q.message_id, text: q.content, queued: true,
+        ts: q.created_at ? Date.parse(q.created_at) : Date.now(), targetAgent: q.target_agent ?? undefined });
+    }
+    return;
+  } catch (err) {
+    if (!(err instanceof ApiError) || (err.status !== 404 && err.status !== 405)) return;
+  }
   const keep: Sent[] = [];
   for (const s of load(conversationId)) {
     if (timeline.message(s.id) || timeline.known(s.id)) continue; // in history now

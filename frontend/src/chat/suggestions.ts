@@ -2,6 +2,7 @@
 // finished task's log, read back over REST (the live path is the `suggestions` event itself).
 
 import { api } from "../api";
+import type { SuggestionsEvent } from "../generated/events";
 import type { TaskWithEvents } from "../types";
 import type { TaskLogs } from "./taskLogs";
 import type { Timeline, TimelineState } from "./timeline";
@@ -21,13 +22,13 @@ export function chipCandidates(finished: [string, string][], masterId: string | 
 export async function lastSuggestions(
   taskId: string,
   stale: () => boolean,
-): Promise<Record<string, unknown> | null> {
+): Promise<SuggestionsEvent | null> {
   let from = 0;
-  let found: Record<string, unknown> | null = null;
+  let found: SuggestionsEvent | null = null;
   for (let page = 0; page < 10; page++) {
     const body = await api<TaskWithEvents>(`/api/tasks/${encodeURIComponent(taskId)}?from=${from}`);
     if (stale()) return null;
-    for (const e of body.events) if (e.type === "suggestions") found = e.data ?? null;
+    for (const e of body.events) if (e.type === "suggestions") found = (e.data as unknown as SuggestionsEvent) ?? null;
     if (body.events.length < EVENTS_PAGE) break;
     from = body.next_offset;
   }

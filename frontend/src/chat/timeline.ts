@@ -7,6 +7,8 @@
 import { reactive } from "vue";
 import { askAnswerOf, optionsOf, parseJson, str } from "../history";
 import type { AskItem, NoticeItem, StatusItem, TimelineItem, ToolItem, UserItem } from "../types";
+import type { AskUserEvent, ErrorEvent, RouteEvent, ServerEvent, SuggestionsEvent, TaskEndEvent, TextChunkEvent,
+  TextEndEvent, ToolResultEvent, UserMessageEvent } from "../generated/events";
 
 export interface Suggestions {
   messageId: string;
@@ -105,13 +107,15 @@ export class Timeline {
     if (agentId) this.lastAskToolCall.set(agentId, toolCallId);
   }
 
-  /** Apply one event of the main timeline. */
-  apply(type: string, d: Data, agentId: string | undefined, taskId: string | undefined): void {
-    switch (type) {
+  /** Apply one event of the main timeline. Its data is typed from the server's event catalogue
+   * (generated/events.ts); values are still read defensively: an old server may omit a field. */
+  apply(ev: ServerEvent, agentId: string | undefined, taskId: string | undefined): void {
+    switch (ev.type) {
       case "user_message":
-        this.onUserMessage(d, agentId, taskId);
+        this.onUserMessage(ev.data, agentId, taskId);
         break;
       case "ai_message_start": {
+        const d = ev.data;
         const id = str(d.message_id);
         if (!id || this.messages.has(id) || this.knownMessageIds.has(id)) break;
         this.push({ kind: "assistant", key: `m:${id}`, messageId: id, text: "", done: false,
@@ -119,12 +123,13 @@ export class Timeline {
         break;
       }
       case "text_chunk":
-        this.onChunk(d, agentId, taskId);
+        this.onChunk(ev.data, agentId, taskId);
         break;
       case "text_end":
-        this.onTextEnd(d, agentId, taskId);
+        this.onTextEnd(ev.data, agentId, taskId);
         break;
       case "tool_start": {
+        const d = ev.data;
         const id = str(d.tool_call_id);
         const name = str(d.name);
         if (!id) break;
@@ -138,23 +143,23 @@ export class Timeline {
         break;
       }
       case "tool_result":
-        this.onToolResult(d, agentId, taskId);
+        this.onToolResult(ev.data, agentId, taskId);
         break;
       case "ask_user":
-        this.onAsk(d, agentId, taskId);
+        this.onAsk(ev.data, agentId, taskId);
         break;
       case "suggestions":
-        this.showSuggestions(d, taskId);
+        this.showSuggestions(ev.data, taskId);
         break;
       case "route":
-        this.onRoute(d);
+        this.onRoute(ev.data);
         break;
       default:
         break;
     }
   }
 
-  private onChunk(d: Data, agentId: string | undefined, taskId: string | undefined): void {
+  private onChunk(d: TextChunkEvent, agentId: string | undefined, taskId: string | undefined): void {
     const id = str(d.message_id);
     let item = this.messages.get(id);
     if (!item) {
@@ -166,7 +171,7 @@ export class Timeline {
     item.text += str(d.content);
   }
 
-  private onTextEnd(d: Data, agentId: string | undefined, taskId: string | undefined): void {
+  private onTextEnd(d: TextEndEvent, agentId: string | undefined, taskId: string | undefined): void {
     const id = str(d.message_id);
     const item = this.messages.get(id);
     const content = str(d.content);
@@ -184,7 +189,7 @@ export class Timeline {
     if (d.partial === true) item.interrupted = true;
   }
 
-  private onToolResult(d: Data, agentId: string | undefined, taskId: string | undefined): void {
+  private onToolResult(d: ToolResultEvent, agentId: string | undefined, taskId: string | undefined): void {
     const id = str(d.tool_call_id);
     const name = str(d.name);
     if (!id) return;
@@ -207,10 +212,10 @@ export class Timeline {
     }
   }
 
-  private onAsk(d: Data, agentId: string | undefined, taskId: string | undefined): void {
+  private onAsk(d: AskUserEvent, agentId: string | undefined, taskId: string | undefined): void {
     const qid = str(d.question_id);
     if (qid && this.asksByQuestion.has(qid)) return;
-    const callId = (agentId && this.lastAskToolCall.get(agentId)) || str(d.tool_call_id) || undefined;
+    const callId = (agentId && this.lastAskToolCall.get(agentId)) || undefined;
     const known = callId ? this.asksByToolCall.get(callId) : undefined;
     if (known) {
       if (qid && !known.questionId) {
@@ -224,7 +229,7 @@ export class Timeline {
       agentName: str(d.display_name) || this.roster.agentName(agentId), taskId, ts: Date.now() });
   }
 
-  private onRoute(d: Data): void {
+  private onRoute(d: RouteEvent): void {
     const target = str(d.message_id) ? this.messages.get(str(d.message_id)) : undefined;
     const item = target?.kind === "user" ? target : this.lastUserItem((u) => !u.route);
     if (!item) return;
@@ -242,9 +247,9 @@ export class Timeline {
     return undefined;
   }
 
-  private onUserMessage(d: Data, agentId: string | undefined, taskId: string | undefined): void {
+  private onUserMessage(d: UserMessageEvent, agentId: string | undefined, taskId: string | undefined): void {
     const id = str(d.message_id);
-    const meta = (d.metadata && typeof d.metadata === "object" ? d.metadata : {}) as Data;
+    const meta: Data = d.metadata && typeof d.metadata === "object" ? d.metadata : {};
     const source = str(d.source) || "user";
     const visibility = str(d.visibility) || "chat";
     const clientId = str(meta.client_message_id);
@@ -294,7 +299,7 @@ export class Timeline {
   }
 
   /** Chips of the reply `message_id`, shown only while that reply is the latest exchange. */
-  showSuggestions(d: Data, taskId: string | undefined): void {
+  showSuggestions(d: Pick<SuggestionsEvent, "message_id" | "questions">, taskId: string | undefined): void {
     const questions = optionsOf(d.questions).filter((q) => q.trim());
     if (!questions.length || !this.isLatestReply(str(d.message_id))) return; // late chips of an older reply
     this.state.suggestions = { messageId: str(d.message_id), questions, taskId };
@@ -311,7 +316,7 @@ export class Timeline {
   }
 
   /** A task of the main timeline ended: its replies are complete, and a stop or an error shows a status line once. */
-  finish(type: string, d: Data, taskId: string | undefined, agentId: string | undefined): void {
+  finish(type: "task_complete" | "task_stopped" | "error", d: Partial<TaskEndEvent & ErrorEvent>, taskId: string | undefined, agentId: string | undefined): void {
     for (const it of this.state.items) {
       if (it.kind === "assistant" && !it.done && (!taskId || it.taskId === taskId)) {
         it.done = true;
