@@ -52,7 +52,7 @@ socket.on("connect", () => {
 
 socket.on("disconnect", (reason) => {
   connection.status = "disconnected";
-  chat.pollWhileOffline();
+  chat.logs.pollWhileOffline();
   if (reason === "transport close" || reason === "transport error") void probe();
   // A disconnect the server decided is not retried by the client: retry it ourselves.
   if (reason === "io server disconnect") setTimeout(() => socket.connect(), 500);

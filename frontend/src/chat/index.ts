@@ -5,10 +5,11 @@
 
 import { reactive } from "vue";
 import { api, ApiError } from "../api";
-import { historyItems, mergeByTime, str } from "../history";
-import type { AgentInfo, AskItem, ChatEvent, Conversation, MessagesAnswer, SendAnswer, TaskSummary, UserItem } from "../types";
-import { deliver, failure, retryable, stopTasks, type SocketLike } from "./send";
+import { str } from "../history";
+import type { AgentInfo, AskItem, ChatEvent, Conversation, SendAnswer, TaskSummary, UserItem } from "../types";
+import { deliver, failure, regenerate, retryable, stopTasks, type SocketLike } from "./send";
 import { Agents } from "./agents";
+import { fetchConversation, mergedHistory } from "./load";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
 import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
@@ -32,7 +33,7 @@ export class Chat {
   state: ChatState = reactive(emptyState()) as ChatState;
   readonly team = new Agents(this.state);
   readonly timeline = new Timeline(this.state, this.team);
-  private logs = new TaskLogs({
+  readonly logs = new TaskLogs({
     apply: (ev) => this.apply(ev),
     changed: () => this.updateRunning(),
     holding: () => this.holding,
@@ -69,32 +70,16 @@ export class Chat {
     this.holding = true;
     this.join();
     try {
-      const cid = encodeURIComponent(conversationId);
-      const [history, tasks, agents] = await Promise.all([
-        api<MessagesAnswer>(`/api/conversations/${cid}/messages`),
-        api<{ data: TaskSummary[] }>(`/api/tasks?conversation_id=${cid}`),
-        api<{ data: AgentInfo[] }>(`/api/conversations/${cid}/agents`),
-      ]);
+      const { history, tasks, agents } = await fetchConversation(conversationId);
       if (gen !== this.generation) return;
       this.state.masterAgentId = history.agent_id;
       this.team.masterDisplayName = history.display_name;
-      this.state.agents = agents.data;
+      this.state.agents = agents;
       this.updateRunning();
-      // The master's history, and what the user did with sub-agents (their questions, the
-      // user's messages routed to them and their replies), in time order.
-      const subs = agents.data.filter((a) => a.agent_id !== history.agent_id);
-      const subHistories = await Promise.all(
-        subs.map((a) =>
-          api<MessagesAnswer>(`/api/conversations/${cid}/messages?agent=${encodeURIComponent(a.agent_id)}`).catch(
-            () => null,
-          ),
-        ),
-      );
+      const merged = await mergedHistory(conversationId, history, agents);
       if (gen !== this.generation) return;
-      const parts = [historyItems(history.data, history.display_name)];
-      for (const h of subHistories) if (h) parts.push(historyItems(h.data, h.display_name, true));
-      this.timeline.loadHistory(mergeByTime(parts.map((p) => p.items)), parts.flatMap((p) => [...p.messageIds]));
-      for (const t of tasks.data) {
+      this.timeline.loadHistory(merged.items, merged.messageIds);
+      for (const t of tasks) {
         this.logs.known.add(t.task_id);
         if (!FINAL_STATUSES.has(t.status)) this.logs.track(t.task_id, t.agent_id);
         else this.logs.finished.set(t.task_id, t.agent_id);
@@ -170,11 +155,6 @@ export class Chat {
     const last = finished[finished.length - 1];
     if (last) void this.logs.fetchFrom(last);
     else void this.restoreSuggestions(gen);
-  }
-
-  /** While the socket is down, nothing pushes events: poll the task logs until it is back. */
-  pollWhileOffline(): void {
-    this.logs.pollWhileOffline();
   }
 
   // ---- events in ----------------------------------------------------------------
@@ -327,7 +307,7 @@ export class Chat {
       }
       if (!this.socket.connected) {
         void this.logs.fetchFrom(t);
-        this.pollWhileOffline();
+        this.logs.pollWhileOffline();
       }
     }
     this.onConversationsChanged();
@@ -345,6 +325,25 @@ export class Chat {
   async retryUnsent(): Promise<void> {
     const unsent = this.state.items.filter((it): it is UserItem => it.kind === "user" && !!it.failed && !!it.retryable);
     for (const it of unsent) await this.retry(it);
+  }
+
+  /** A new answer to the last user message; the old one stays in the history. */
+  async regenerate(): Promise<SendAnswer> {
+    const cid = this.state.conversationId;
+    const answer = cid ? await regenerate(cid) : failure(new Error("no conversation"));
+    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id);
+    return answer;
+  }
+
+  /** The open conversation's id, created first in a fresh view (an upload before the first message). */
+  async ensureConversation(): Promise<string | null> {
+    if (this.state.conversationId) return this.state.conversationId;
+    try {
+      const created = await this.createConversation();
+      return created.viewGen === this.generation ? created.id : null;
+    } catch {
+      return null;
+    }
   }
 
   /** Create the conversation of a fresh view, once: a second send meanwhile in the same view waits
@@ -393,7 +392,7 @@ export class Chat {
       const t = this.logs.tracks.get(id);
       if (t && !t.final) void this.logs.fetchFrom(t);
     }
-    this.pollWhileOffline();
+    this.logs.pollWhileOffline();
     if (this.state.running.length === 0) this.state.stopping = false;
   }
 }

@@ -1,7 +1,7 @@
 // Handing messages and stops to the server: over the socket when it is up (with an
 // acknowledgement), else, or without an acknowledgement, over REST.
 
-import { api, ApiError } from "../api";
+import { api, ApiError, unsupported } from "../api";
 import type { RunningStatus, SendAnswer } from "../types";
 
 /** How long a send waits for its acknowledgement before retrying over REST (same client_message_id). */
@@ -39,6 +39,16 @@ export async function deliver(socket: SocketLike, payload: Record<string, string
     } catch (err) {
       return failure(err);
     }
+  }
+}
+
+/** A new turn of the master re-answering the last user message (`POST .../regenerate`); `unsupported`
+ * from a server without it. */
+export async function regenerate(conversationId: string): Promise<SendAnswer> {
+  try {
+    return await api<SendAnswer>(`/api/conversations/${encodeURIComponent(conversationId)}/regenerate`, { method: "POST" });
+  } catch (err) {
+    return unsupported(err) ? { success: false, code: "unsupported", error: "this server cannot regenerate" } : failure(err);
   }
 }
 
