@@ -151,6 +151,12 @@ describe("the end of a task", () => {
     expect(state.items[1]).toMatchObject({ kind: "status", tone: "stopped", text: "Stopped." });
   });
 
+  it("says how many queued messages a stop lets start", () => {
+    const { state, tl } = make();
+    tl.finish("task_stopped", {}, "t1", MASTER, 2);
+    expect(state.items[0]).toMatchObject({ text: "Stopped. 2 queued messages start now." });
+  });
+
   it("names the sub-agent whose task failed", () => {
     const { state, tl } = make();
     tl.finish("error", { message: "boom", code: "model_error" }, "t2", SUB);

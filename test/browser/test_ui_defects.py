@@ -37,6 +37,20 @@ def test_messages_queued_behind_a_reply_show_live_and_survive_a_reload(page, ui_
     expect(page.get_by_test_id("user-message")).to_have_count(3)
 
 
+def test_stop_with_queued_messages_says_they_start_now(page, ui_server, llm):
+    words = " ".join(f"word{i}" for i in range(400))
+    llm.script(text(words, chunk_size=6, delay_s=0.02), text("Taking the queued ones."), match=MASTER)
+    send(page, "write a long essay")
+    expect(assistant(page).get_by_test_id("assistant-text")).to_contain_text("word3")
+    send(page, "and then this")
+    send(page, "and this too")
+    row = page.get_by_test_id("agent-row").filter(has_text="MasterAgent")
+    expect(row.get_by_test_id("agent-queue")).to_have_text("2 queued")
+    page.get_by_test_id("stop-button").click()
+    expect(page.get_by_test_id("status-line")).to_have_text("Stopped. 2 queued messages start now.")
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Taking the queued ones.")
+
+
 def test_a_reply_cut_off_by_stop_reads_as_cut_off_after_reopening(page, ui_server, llm):
     words = " ".join(f"word{i}" for i in range(400))
     llm.script(text(words, chunk_size=6, delay_s=0.02), match=MASTER)

@@ -19,7 +19,6 @@ import { newId, Timeline, type Data } from "./timeline";
 
 export type { SocketLike } from "./send";
 export type { Suggestions } from "./timeline";
-export type { ChatState } from "./state";
 
 type FinalType = "task_complete" | "task_stopped" | "error";
 const FINAL = new Set<string>(["task_complete", "task_stopped", "error"]);
@@ -46,6 +45,7 @@ export class Chat {
   private generation = 0; // bumped when another conversation opens: late answers are dropped
   /** The conversation being created for the fresh view of generation `gen`: sends made meanwhile in that view share it. */
   private creating: { gen: number; promise: Promise<Created> } | null = null;
+  private queuedAtStop = 0; // the master's queue when the user pressed Stop: those messages start next
   onConversationsChanged: () => void = () => {};
 
   constructor(private socket: SocketLike) {}
@@ -238,7 +238,7 @@ export class Chat {
       commands: d.has_running_background_commands === true,
     };
     if (!this.state.background.subAgents) this.state.subAgentWaiting = null;
-    this.timeline.finish(type, d, taskId, agentId);
+    this.timeline.finish(type, d, taskId, agentId, type === "task_stopped" ? this.queuedAtStop : 0);
     this.team.refreshSoon();
     this.onConversationsChanged();
   }
@@ -388,6 +388,7 @@ export class Chat {
     const cid = this.state.conversationId;
     if (!cid) return;
     this.state.stopping = true;
+    this.queuedAtStop = this.state.agents.find((a) => a.agent_id === this.state.masterAgentId)?.pending_count ?? 0;
     for (const id of await stopTasks(this.socket, cid, this.state.running)) {
       const t = this.logs.tracks.get(id);
       if (t && !t.final) void this.logs.fetchFrom(t);

@@ -315,8 +315,10 @@ export class Timeline {
     return false;
   }
 
-  /** A task of the main timeline ended: its replies are complete, and a stop or an error shows a status line once. */
-  finish(type: "task_complete" | "task_stopped" | "error", d: Partial<TaskEndEvent & ErrorEvent>, taskId: string | undefined, agentId: string | undefined): void {
+  /** A task of the main timeline ended: its replies are complete, and a stop or an error shows a status line
+   * once; a stop says how many queued messages start now (`queued`). */
+  finish(type: "task_complete" | "task_stopped" | "error", d: Partial<TaskEndEvent & ErrorEvent>,
+    taskId: string | undefined, agentId: string | undefined, queued = 0): void {
     for (const it of this.state.items) {
       if (it.kind === "assistant" && !it.done && (!taskId || it.taskId === taskId)) {
         it.done = true;
@@ -333,7 +335,9 @@ export class Timeline {
       this.push({ kind: "status", key: `s:${key}`, tone: "error", text: `${who}${msg}${code ? ` (${code})` : ""}`,
         taskId, agentId } as StatusItem);
     } else if (type === "task_stopped") {
-      this.push({ kind: "status", key: `s:${key}`, tone: "stopped", text: `${who}Stopped.`, taskId, agentId } as StatusItem);
+      const next = queued > 0 ? ` ${queued} queued message${queued === 1 ? "" : "s"} start${queued === 1 ? "s" : ""} now.` : "";
+      this.push({ kind: "status", key: `s:${key}`, tone: "stopped", text: `${who}Stopped.${next}`, taskId,
+        agentId } as StatusItem);
     }
   }
 
