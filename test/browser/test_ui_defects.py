@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from test.browser.conftest import PHONE
 from test.browser.helpers import assistant, send, wait_connected
-from test.scripted_llm import match_system, text
+from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
 WIDE = {"width": 1400, "height": 900}
@@ -153,6 +153,25 @@ def test_plain_command_output_is_not_labelled_as_a_language(page, ui_server, llm
     expect(reply.locator("pre code")).to_have_count(2)
     expect(reply.locator(".code-lang")).to_have_count(0)
     expect(reply.locator("pre code span")).to_have_count(0)
+
+
+def test_an_answered_question_shows_the_answer_once(page, ui_server, llm):
+    llm.script(
+        tool_calls(("ask_user", {"question": "Which seat do you prefer?", "options": ["Window", "Aisle"]})),
+        text("Booked a window seat."),
+        match=MASTER,
+    )
+    send(page, "book me a seat")
+    card = page.get_by_test_id("ask-card")
+    card.get_by_test_id("ask-option").filter(has_text="Window").click()
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Booked a window seat.")
+    for reload in (False, True):
+        if reload:
+            page.reload()
+        expect(card).to_have_attribute("data-answered", "true")
+        expect(page.get_by_test_id("user-message").last.get_by_test_id("user-text")).to_have_text("Window")
+        expect(card.get_by_test_id("ask-answer")).to_contain_text("Answered")
+        expect(card.get_by_test_id("ask-answer")).not_to_contain_text("Window")  # the bubble says it
 
 
 def test_team_panel_and_history_use_the_same_words_and_no_repeated_name(page, ui_server, llm):
