@@ -157,6 +157,16 @@ describe("the end of a task", () => {
     expect(state.items[0]).toMatchObject({ text: "Stopped. 2 queued messages start now." });
   });
 
+  it("closes the open tool cards and questions of a task that failed", () => {
+    const { state, tl, ev } = make();
+    ev("tool_start", { tool_call_id: "c1", name: "run_command", arguments: "{}" });
+    ev("tool_start", { tool_call_id: "c2", name: "ask_user", arguments: "{}" });
+    ev("ask_user", { question_id: "q1", question: "Which?" });
+    tl.finish("error", { code: "interrupted", message: "the server process running this task stopped" }, "t1", MASTER);
+    expect(JSON.parse((state.items[0] as { result: string }).result)).toMatchObject({ success: false });
+    expect(state.items[1]).toMatchObject({ answer: "(no answer: the server process running this task stopped)" });
+  });
+
   it("names the sub-agent whose task failed", () => {
     const { state, tl } = make();
     tl.finish("error", { message: "boom", code: "model_error" }, "t2", SUB);

@@ -88,6 +88,38 @@ def test_server_down_says_so_and_shows_nothing_as_running(make_server, open_page
         gate.set()
 
 
+def test_after_a_restart_a_dead_question_and_command_stop_waiting(make_server, open_page, llm):
+    server = make_server()
+    llm.script(tool_calls(("run_command", {"command": "sleep 60"})), match=MASTER)
+    page = open_page(server)
+    send(page, "sleep a while")
+    card = page.get_by_test_id("tool-card")
+    expect(card).to_have_attribute("data-status", "running")
+    server.kill()
+    expect(page.get_by_test_id("connection-error")).to_have_attribute("data-reason", "unreachable")
+    server.start()
+    wait_connected(page)
+    # without a reload: the card stops spinning next to the reason, which the timeline says once
+    expect(page.get_by_test_id("status-line")).to_contain_text("the server process running this task stopped")
+    expect(card).to_have_attribute("data-status", "failed")
+
+
+def test_a_question_dropped_by_a_restart_takes_no_answer(make_server, open_page, llm):
+    server = make_server()
+    llm.script(tool_calls(("ask_user", {"question": "Which seat?", "options": ["Window", "Aisle"]})), match=MASTER)
+    page = open_page(server)
+    send(page, "book me a seat")
+    card = page.get_by_test_id("ask-card")
+    expect(card).to_have_attribute("data-answered", "false")
+    server.kill()
+    expect(page.get_by_test_id("connection-error")).to_have_attribute("data-reason", "unreachable")
+    server.start()
+    wait_connected(page)
+    expect(card).to_have_attribute("data-answered", "true")
+    expect(card.get_by_test_id("ask-option")).to_have_count(0)
+    expect(card.get_by_test_id("ask-answer")).to_contain_text("no answer")
+
+
 def test_a_send_that_fails_offers_a_retry_and_goes_out_when_back(page, ui_server, llm):
     llm.script(text("Hello there."), text("Got it now."), match=MASTER)
     send(page, "hello")

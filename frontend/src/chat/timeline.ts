@@ -325,6 +325,7 @@ export class Timeline {
         if (type === "task_stopped") it.interrupted = true;
       }
     }
+    if (type === "error") this.closeOpen(taskId, str(d.message) || "the task failed");
     const key = `${taskId ?? ""}:${type}`;
     if (this.statusKeys.has(key)) return;
     this.statusKeys.add(key);
@@ -338,6 +339,17 @@ export class Timeline {
       const next = queued > 0 ? ` ${queued} queued message${queued === 1 ? "" : "s"} start${queued === 1 ? "s" : ""} now.` : "";
       this.push({ kind: "status", key: `s:${key}`, tone: "stopped", text: `${who}Stopped.${next}`, taskId,
         agentId } as StatusItem);
+    }
+  }
+
+  /** A task that failed without closing its cards (a server restart, a crash): its tool cards stop
+   * spinning and its questions take no answer any more. */
+  private closeOpen(taskId: string | undefined, why: string): void {
+    if (!taskId) return;
+    for (const it of this.state.items) {
+      if (it.taskId !== taskId) continue;
+      if (it.kind === "tool" && it.result === undefined) it.result = JSON.stringify({ success: false, error: why });
+      if (it.kind === "ask" && it.answer === undefined) it.answer = `(no answer: ${why})`;
     }
   }
 
