@@ -120,6 +120,23 @@ def test_a_question_dropped_by_a_restart_takes_no_answer(make_server, open_page,
     expect(card.get_by_test_id("ask-answer")).to_contain_text("no answer")
 
 
+def test_a_background_command_shows_it_runs_its_output_and_a_cancel(page, ui_server, llm):
+    loop = "for i in $(seq 1 60); do echo tick-$i; sleep 0.5; done"
+    llm.script(tool_calls(("run_command", {"command": loop, "run_in_background": True})), text("Started it."),
+               text("It was cancelled."), match=MASTER)
+    send(page, "run the ticker in the background")
+    card = page.get_by_test_id("tool-card")
+    expect(card).to_have_attribute("data-status", "background")  # not a check mark at once
+    line = card.get_by_test_id("background-command")
+    expect(line).to_contain_text("running in the background")
+    expect(card.get_by_test_id("background-output")).to_contain_text("tick-2")  # live output
+    card.get_by_test_id("cancel-command").click()
+    expect(line).to_have_attribute("data-command-status", "cancelled")
+    expect(card).to_have_attribute("data-status", "failed")
+    expect(card.get_by_test_id("cancel-command")).to_have_count(0)
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("It was cancelled.")
+
+
 def test_a_send_that_fails_offers_a_retry_and_goes_out_when_back(page, ui_server, llm):
     llm.script(text("Hello there."), text("Got it now."), match=MASTER)
     send(page, "hello")
