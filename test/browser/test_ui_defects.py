@@ -102,6 +102,11 @@ def test_after_a_restart_a_dead_question_and_command_stop_waiting(make_server, o
     # without a reload: the card stops spinning next to the reason, which the timeline says once
     expect(page.get_by_test_id("status-line")).to_contain_text("the server process running this task stopped")
     expect(card).to_have_attribute("data-status", "failed")
+    # after a reload the reason stays in sight on the card, not only inside it
+    page.reload()
+    card = page.get_by_test_id("tool-card")
+    expect(card).to_have_attribute("data-status", "failed")
+    expect(card.get_by_test_id("tool-error")).to_contain_text("server restarted")
 
 
 def test_a_question_dropped_by_a_restart_takes_no_answer(make_server, open_page, llm):
