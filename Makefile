@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test smoke lock lint bench clean frontend sandbox mutate
+.PHONY: run test smoke lock lint bench clean frontend sandbox browser mutate
 
 FRONTEND_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
 	$(wildcard frontend/index.html frontend/package.json frontend/vite.config.ts frontend/tsconfig*.json)
@@ -40,6 +40,17 @@ sandbox:
 	      >/dev/null || echo "could not install the sandbox; run: apt-get install bubblewrap slirp4netns"; \
 	  else echo "the command sandbox needs bubblewrap; run: sudo apt-get install bubblewrap slirp4netns"; fi; }
 
+# The browser tests drive Debian's Chromium (never a downloaded browser) and need a CJK font for the
+# demo's Chinese chip: install both where they are missing and we can (root with apt), else stop with
+# the one command to run.
+browser:
+	@[ -x /usr/bin/chromium ] && fc-list 2>/dev/null | grep -qi 'noto sans cjk' || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk) >/dev/null \
+	      || { echo "could not install the browser; run: apt-get install -y chromium fonts-noto-cjk"; exit 1; }; \
+	  else echo "the browser tests need Chromium and a CJK font; run: sudo apt-get install -y chromium fonts-noto-cjk"; \
+	    exit 1; fi; }
+
 run: $(STAMP) $(FRONTEND_DIST) sandbox
 	$(PY) run.py
 
@@ -48,9 +59,10 @@ run: $(STAMP) $(FRONTEND_DIST) sandbox
 smoke: $(STAMP)
 	$(PY) -m pytest -q -p no:schemathesis -p no:hypothesispytest test/smoke
 
-test: $(STAMP) $(FRONTEND_DIST) sandbox smoke
+test: $(STAMP) $(FRONTEND_DIST) sandbox browser smoke
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --ignore=test/smoke
+	cd frontend && npm test --silent
+	CI=$${CI:-1} $(PY) -m pytest -q --ignore=test/smoke
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

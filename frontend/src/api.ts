@@ -57,3 +57,42 @@ export async function api<T>(path: string, opts: { method?: string; body?: unkno
   }
   return body as T;
 }
+
+/** A raw authorised request (uploads, downloads): the answer as it came, errors as `ApiError`. */
+export async function apiRaw(path: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  const token = getToken();
+  if (token) headers.set("Authorization", `Bearer ${token}`);
+  let res: Response;
+  try {
+    res = await fetch(path, { ...init, headers, cache: "no-store" });
+  } catch (err) {
+    throw new ApiError(0, "network_error", `network error: ${(err as Error).message}`);
+  }
+  if (!res.ok) {
+    const b = ((await res.json().catch(() => null)) ?? {}) as { code?: string; error?: string };
+    throw new ApiError(res.status, b.code ?? `http_${res.status}`, b.error ?? res.statusText);
+  }
+  return res;
+}
+
+/** Save what `path` answers as a file (the token rides in a header, so a plain link cannot fetch it). */
+export async function download(path: string, fallbackName: string): Promise<void> {
+  const res = await apiRaw(path);
+  const disposition = res.headers.get("Content-Disposition") ?? "";
+  const name = /filename\*?=(?:UTF-8'')?"?([^";]+)"?/i.exec(disposition)?.[1] ?? fallbackName;
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = decodeURIComponent(name);
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Whether an error means the server has no such endpoint (an older server): the feature hides itself. */
+export function unsupported(err: unknown): boolean {
+  if (!(err instanceof ApiError)) return false;
+  return err.status === 405 || (err.status === 404 && /requested URL/i.test(err.message)); // no route, not no row
+}

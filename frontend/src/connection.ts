@@ -2,16 +2,30 @@
 
 import { io, type Socket } from "socket.io-client";
 import { reactive } from "vue";
-import { getToken } from "./api";
+import { api, ApiError, getToken } from "./api";
 import { Chat } from "./chat";
 
 export interface ConnectionState {
   status: "connecting" | "connected" | "disconnected";
   error: string;
   everConnected: boolean;
+  /** Why a connection failed, as a REST probe tells: the token was refused, or the server is out of reach. */
+  reason: "" | "auth" | "unreachable";
 }
 
-export const connection: ConnectionState = reactive({ status: "connecting", error: "", everConnected: false });
+export const connection: ConnectionState = reactive({
+  status: "connecting", error: "", everConnected: false, reason: "",
+});
+
+/** The socket's own errors ("xhr poll error") do not say why: one REST call does. */
+async function probe(): Promise<void> {
+  try {
+    await api("/api/conversations");
+    connection.reason = "";
+  } catch (err) {
+    connection.reason = err instanceof ApiError && (err.status === 401 || err.status === 403) ? "auth" : "unreachable";
+  }
+}
 
 export const socket: Socket = io({
   path: "/socket.io",
@@ -30,13 +44,16 @@ export const chat = new Chat(socket);
 socket.on("connect", () => {
   connection.status = "connected";
   connection.error = "";
+  connection.reason = "";
   connection.everConnected = true;
   void chat.resync();
+  void chat.retryUnsent();
 });
 
 socket.on("disconnect", (reason) => {
   connection.status = "disconnected";
-  chat.pollWhileOffline();
+  chat.logs.pollWhileOffline();
+  if (reason === "transport close" || reason === "transport error") void probe();
   // A disconnect the server decided is not retried by the client: retry it ourselves.
   if (reason === "io server disconnect") setTimeout(() => socket.connect(), 500);
 });
@@ -44,6 +61,7 @@ socket.on("disconnect", (reason) => {
 socket.on("connect_error", (err) => {
   connection.status = "disconnected";
   connection.error = err.message || "cannot connect";
+  void probe();
   // A refused connection (bad token) is not retried automatically.
   if (!socket.active) setTimeout(() => socket.connect(), 3000);
 });

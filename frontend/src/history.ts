@@ -83,7 +83,7 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (!inSegment) continue;
       if (m.content) {
         push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content, done: true,
-          fromHistory: true, agentName, ...base });
+          fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base });
       }
       for (const call of m.tool_calls ?? []) {
         const name = call.function?.name ?? "";

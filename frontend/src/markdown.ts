@@ -8,6 +8,11 @@ function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
 
+/** A guess below this relevance, or of text without code punctuation, is plain output (a listing, a
+ * date, prose), not code: it stays unlabelled and uncoloured. */
+const MIN_RELEVANCE = 4;
+const CODE_PUNCTUATION = /[(){};=]/;
+
 /** Highlight `code`; without a known `lang`, guess it only when `auto` (guessing is slow). */
 export function highlight(code: string, lang?: string, auto = true): { html: string; language: string } {
   const wanted = (lang ?? "").trim().split(/\s+/)[0]?.toLowerCase() ?? "";
@@ -17,7 +22,9 @@ export function highlight(code: string, lang?: string, auto = true): { html: str
     }
     if (auto && code.length < 20000) {
       const result = hljs.highlightAuto(code);
-      return { html: result.value, language: result.language ?? "" };
+      if (result.language && result.relevance >= MIN_RELEVANCE && CODE_PUNCTUATION.test(code)) {
+        return { html: result.value, language: result.language };
+      }
     }
   } catch {
     // fall through to plain text

@@ -88,6 +88,8 @@ export interface Health {
   database?: string;
   model?: string;
   demo_model?: boolean;
+  /** With the demo model: phrases it reacts to, shown as example chips on the empty screen. */
+  examples?: string[];
 }
 
 /** One event as the client handles it, whichever way it arrived (socket or REST log). */
@@ -117,6 +119,10 @@ export interface UserItem extends ItemBase {
   targetAgent?: string;
   pending?: boolean;
   failed?: string;
+  /** Sent, but waiting in its agent's queue (shown again after a reload, before history has it). */
+  queued?: boolean;
+  /** It failed for want of a connection: it goes out again once the connection is back. */
+  retryable?: boolean;
   /** The `question_id` this message answered (human in the loop). */
   answersQuestion?: string;
 }
@@ -138,6 +144,8 @@ export interface AssistantItem extends ItemBase {
   done: boolean;
   /** Complete from the stored history: streamed chunks of it are ignored. */
   fromHistory?: boolean;
+  /** Cut off: stopped by the user, or the model failed mid-reply (`metadata.partial`). */
+  interrupted?: boolean;
 }
 
 export interface ToolItem extends ItemBase {

@@ -61,6 +61,9 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
         )
         assistant(page).last.scroll_into_view_if_needed()
         page.screenshot(path=out / "chat-desktop.png")
+        page.emulate_media(color_scheme="dark")  # dark mode follows the system
+        page.screenshot(path=out / "chat-desktop-dark.png")
+        page.emulate_media(color_scheme="light")
 
         page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1").click()
         history = page.get_by_test_id("agent-history")
@@ -71,6 +74,9 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
         phone = open_page(ui_server, viewport=PHONE, path=f"/#/c/{cid}")
         expect(assistant(phone).last).to_have_attribute("data-done", "true")
         phone.screenshot(path=out / "phone-chat.png")
+        phone.emulate_media(color_scheme="dark")
+        phone.screenshot(path=out / "phone-chat-dark.png")
+        phone.emulate_media(color_scheme="light")
         phone.get_by_test_id("toggle-conversations").click()
         expect(phone.get_by_test_id("conversation-sidebar")).to_be_in_viewport()
         phone.screenshot(path=out / "phone-conversations.png")
@@ -85,12 +91,12 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
         "InfoAgent_1 confirms the packaging layout is fine."
     )
     expect(page.get_by_test_id("stop-button")).to_have_count(0)
-    sizes = {"chat-desktop": DESKTOP_SHOT, "team-panel": DESKTOP_SHOT, "phone-chat": PHONE,
-             "phone-conversations": PHONE, "phone-team": PHONE}
+    sizes = {"chat-desktop": DESKTOP_SHOT, "chat-desktop-dark": DESKTOP_SHOT, "team-panel": DESKTOP_SHOT,
+             "phone-chat": PHONE, "phone-chat-dark": PHONE, "phone-conversations": PHONE, "phone-team": PHONE}
     images = {name: (out / f"{name}.png").read_bytes() for name in sizes}
     for name, viewport in sizes.items():
         assert _png_size(images[name]) == (viewport["width"], viewport["height"]), name
-    # Five different screens: a blank or stuck page would give identical images.
+    # Seven different screens: a blank or stuck page would give identical images.
     assert len({hashlib.sha256(data).digest() for data in images.values()}) == len(images)
 
 

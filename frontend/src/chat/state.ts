@@ -1,0 +1,33 @@
+// The reactive state of the open conversation that the chat view renders.
+
+import type { AgentInfo, TimelineItem } from "../types";
+import type { Suggestions } from "./timeline";
+
+export interface ChatState {
+  conversationId: string | null;
+  title: string;
+  items: TimelineItem[];
+  loading: boolean;
+  loadError: string;
+  masterAgentId: string | null;
+  agents: AgentInfo[];
+  running: string[]; // ids of the foreground tasks in progress: the master's, and sub-agent turns with the user
+  suggestions: Suggestions | null;
+  subAgentWaiting: { count: number; tasks: { agent_id?: string; display_name?: string; summary?: string }[] } | null;
+  background: { subAgents: boolean; commands: boolean };
+  stopping: boolean;
+  /** The first send is creating the conversation. */
+  creating: boolean;
+  /** Streamed text that disagreed with its `text_end` (should stay 0: a check for the tests). */
+  textMismatches: number;
+  /** Bumped on every applied event of an agent: a side view of that agent refreshes. */
+  agentActivity: Record<string, number>;
+}
+
+export function emptyState(): ChatState {
+  return {
+    conversationId: null, title: "", items: [], loading: false, loadError: "", masterAgentId: null, agents: [],
+    running: [], suggestions: null, subAgentWaiting: null, background: { subAgents: false, commands: false },
+    stopping: false, creating: false, textMismatches: 0, agentActivity: {},
+  };
+}
