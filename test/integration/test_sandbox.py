@@ -73,7 +73,10 @@ def test_a_command_sees_only_its_own_conversations_workspace(two_users, llm):
 
     probe = (f"cat ../*/secret.txt {alice_dir}/secret.txt; ls .. {server.data_dir}; "
              f"echo pwned > {alice_dir}/pwned.txt; echo pwned > ../{alice_cid}/pwned.txt; "
-             f"find / -name secret.txt 2>/dev/null; pwd")
+             # every folder but the host's read-only /usr and the kernel's: a walk of those can outlast the
+             # command's timeout on a busy machine, and neither can hold another conversation's files
+             "find / \\( -path /usr -o -path /proc -o -path /sys \\) -prune -o -name secret.txt -print 2>/dev/null; "
+             "pwd")
     result, bob_cid = run(server, llm, probe, token="tok-bob-91c2")
     assert bob_cid != alice_cid
     assert "alice-private-4242" not in result["output"]
