@@ -15,6 +15,7 @@ once when any other event of the task comes (see README, "Configuration").
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modules.storage import tasks as task_store
@@ -29,6 +31,8 @@ from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.models import TaskEvent
 from modules.storage.records import now
+
+log = logging.getLogger(__name__)
 
 Deliver = Callable[[int], None]
 CHUNK = "text_chunk"
@@ -142,7 +146,15 @@ class EventLog:
         held = self._buffered.pop(task_id, None)
         if held is None:
             return
-        self._write(task_id, [(held.idx, [(CHUNK, held.data)])])
+        try:
+            self._write(task_id, [(held.idx, [(CHUNK, held.data)])])
+        except IntegrityError:  # only a process that took the task over writes at our index: theirs now
+            log.warning("task %s: index %d of its log is taken; a chunk written after a takeover is dropped",
+                        task_id, held.idx)
+            return
+        except BaseException:
+            self._buffered[task_id] = held  # the caller's retry writes it, still before what follows
+            raise
         if held.deliver is not None:
             held.deliver(held.idx, [(CHUNK, held.data)])
 
