@@ -181,6 +181,7 @@ async function main() {
       const w = await wave(cfg.streams, `wave ${k}`);
       w.rssAfterKb = rssKb();
       w.atS = (Date.now() - START) / 1000;
+      log(`wave ${k}: ${w.completed}/${w.streams} completed, ${w.lost} lost, server RSS ${w.rssAfterKb} kB`);
       delete w.firstChunkS; delete w.ackS;
       out.waves.push(w);
     }
@@ -190,8 +191,8 @@ async function main() {
   out.idleStillConnected = idle.filter((x) => x.ok && x.s.connected).length;
   out.rssEndKb = rssKb();
   for (const x of idle) x.s.disconnect();
-  process.stdout.write(`RESULT ${JSON.stringify(out)}\n`);
-  process.exit(0);
+  // Exit only once the (long) line is out: a pipe takes it in 64 kB pieces.
+  process.stdout.write(`RESULT ${JSON.stringify(out)}\n`, () => process.exit(0));
 }
 
 main().catch((e) => { log(`failed: ${e.stack || e}`); process.exit(1); });

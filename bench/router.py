@@ -88,8 +88,7 @@ class DbClock:
         self._local.depth = 0
 
     def _role(self) -> str:
-        # A thread the bench did not name is the group commit's writer, which writes the senders' messages.
-        return getattr(self._local, "role", "send")
+        return getattr(self._local, "role", "other")
 
     def reset(self) -> None:
         with self._lock:
