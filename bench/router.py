@@ -19,14 +19,12 @@ database) and sender count:
 - db% send / db% recv: share of the senders' `route_message` time, and of the receiver's
   non-model time, spent inside the database layer (`Database.read()`/`write()` sessions:
   pool checkout, the SQLite writer lock, statements, commit);
-- sql% / commit% / ping%: the parts of that spent executing statements (SQLAlchemy
-  cursor-execute hooks), committing and in the pool's pre-ping (the dialect's calls, timed);
-  the rest is pool checkout, waiting for the SQLite writer lock, and ORM and driver work;
+- sql% / commit% / ping%: the parts of that spent executing statements, committing and pinging
+  (0 since the pool no longer pre-pings); the rest is pool checkout, the SQLite writer lock, ORM work;
 - stmts/msg: statements executed per routed message (sends and drains together).
 
-Every run also checks what the tests check: each message delivered exactly once, in order
-per sender. It composes the product in-process with OS threads (the server uses eventlet
-green threads; the database work per message is the same).
+Every run checks each message is delivered exactly once, in order per sender. It composes the
+product in-process with OS threads (the server's green threads do the same database work).
 
 Run: `.venv/bin/python bench/router.py` (about 1 minute); `--quick` for a smoke run;
 `--help` for the options. PostgreSQL is skipped with a note when it is not reachable.
