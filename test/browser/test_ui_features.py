@@ -109,6 +109,17 @@ def test_dark_mode_follows_the_system_and_the_toggle(open_page, ui_server, llm):
     expect(page.get_by_test_id("theme-toggle")).to_have_attribute("data-theme-choice", "dark")
     assert page.evaluate(bg) == "#111418"
 
+    # A code block follows the theme too: dark ground, light text and its own token colours.
+    llm.script(text("```python\nif ready:\n    print('go')\n```"), match=MASTER)
+    send(page, "show me some code")
+    block = page.locator("pre.code-block").first
+    expect(block).to_be_visible()
+    style = "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el.querySelector('.hljs-keyword')).color]"
+    assert block.evaluate(style) == ["rgb(13, 17, 23)", "rgb(255, 123, 114)"]
+    toggle.click()  # dark -> system (light here)
+    expect(toggle).to_have_attribute("data-theme-choice", "system")
+    assert block.evaluate(style) == ["rgb(246, 248, 250)", "rgb(215, 58, 73)"]
+
 
 # ---- with the server side of issue 11 -------------------------------------------------------------
 
