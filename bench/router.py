@@ -1,12 +1,10 @@
-"""Benchmark: the multi-agent message router (README, "Architecture": receiver-decided routing).
+"""Benchmark: the multi-agent message router (docs/ARCHITECTURE.md: receiver-decided routing).
 
-Fan-in: S sender agents (S = 1, 10, 100) send messages at the same time to one receiver
-agent (the master) that is running a turn. The receiver works like the server's tool loop:
-before each model call it drains its queue into its history (`consume_pending_messages`,
-one transaction) and builds the model request from the whole history (`model_history`, as
-`build_model_messages` does), then "calls the model" (sleeps `--model-ms`). Each message
-is routed with the product's `MessageRouter.route_message` (committed to the receiver's
-durable queue, then delivered by the receiver's state: here `injected_inline`).
+Fan-in: S sender agents (S = 1, 10, 100) send messages at once to one receiver (the master)
+running a turn. Like the tool loop, before each model call the receiver drains its queue into
+its history (`consume_pending_messages`, one transaction), builds the request from the whole
+history (`model_history`), then "calls the model" (sleeps `--model-ms`). Each message is routed
+by `MessageRouter.route_message` (queued durably, delivered by the receiver's state).
 
 Figures, per database (SQLite file in WAL mode; PostgreSQL on 127.0.0.1:5432 in a throw-away
 database) and sender count:
