@@ -8,7 +8,10 @@ import pytest
 from modules.multi_agent.fast_path import load_routing_signals
 from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.storage import agents as agent_store
+from modules.storage import messages as message_store
+from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.messages import MessageDraft
 from modules.storage.session_store import SessionStore
 from test.unit.teams import conversation_with_sub_agent
 
@@ -59,3 +62,37 @@ def test_a_terminated_sub_agent_is_no_target(team):
     assert manager.mark_terminated(sub.id)
     decided = fast.decide(conv.id, agent_store.list_agents(db, conv.id), "好的")
     assert decided.target is None and not decided.taken
+
+
+# -- the verdict reads the active agent's last reply and the chips offered after it ----------------------------
+
+def _reply(db, conv, agent, text, task_id="t-1"):
+    [msg] = message_store.append_messages(db, conv.id, agent.id, [
+        MessageDraft(role="assistant", content=text, meta={"task_id": task_id})])
+    return msg
+
+
+def test_an_action_word_continues_only_after_a_reply_that_proposed_it(team):
+    db, conv, master, sub, _, fast = team
+    assert not fast.verdict(sub, "提交").continues  # nothing was proposed yet
+    _reply(db, conv, sub, "杭州：住宿每晚 500 元以内。要我帮您提交报销吗？")
+    assert fast.verdict(sub, "提交").continues
+
+
+def test_an_action_word_offered_as_a_chip_after_the_last_reply_continues(team):
+    db, conv, master, sub, _, fast = team
+    with db.write() as s:
+        task_id = task_store.create_task_in(s, conversation_id=conv.id, agent_id=sub.id, task_type="chat").id
+    reply = _reply(db, conv, sub, "杭州：住宿每晚 500 元以内。", task_id)  # proposes nothing itself
+    chip = "提交"
+    assert not fast.verdict(sub, chip).continues
+    task_store.insert_events(db, task_id, 0, [("suggestions", {"message_id": reply.message_id, "questions": [chip]})])
+    assert fast.verdict(sub, chip).continues
+
+
+def test_a_term_of_the_agents_own_domain_continues_and_another_agents_does_not(team):
+    db, conv, master, sub, _, fast = team
+    _reply(db, conv, sub, "Done.")
+    _reply(db, conv, master, "Done.")
+    assert fast.verdict(sub, "policy limits?").continues  # InfoAgent's own keyword
+    assert not fast.verdict(master, "policy limits?").continues  # InfoAgent's, not the master's
