@@ -65,13 +65,15 @@ class Membership:
             time.sleep(TICK_S)
             try:
                 current = time.monotonic()
+                # The beat first: after an outage, peers judge us by it once their grace ends, and the other
+                # steps may first meet the dead connections the outage left in the pool.
+                if current - last_beat >= HEARTBEAT_S:
+                    processes.heartbeat(self._db, self.process_id)
+                    last_beat = current
                 if current - last_poll >= self._poll_s:
                     tasks.apply_stop_requests()
                     commands.apply_cancel_requests()
                     last_poll = current
-                if current - last_beat >= HEARTBEAT_S:
-                    processes.heartbeat(self._db, self.process_id)
-                    last_beat = current
                 if current - last_sweep >= SWEEP_S:
                     self.take_over(tasks)
                     last_sweep = current

@@ -64,10 +64,11 @@ def healthz(server: ServerProcess) -> tuple[int, dict[str, Any], float]:
 
 
 def assert_reports_outage(server: ServerProcess) -> None:
-    """/healthz says so within a second; an API call answers 503 `database_unavailable`, never hangs."""
+    """/healthz says so after its 0.8 s probe, not after the database's own timeout (DB_TIMEOUT_S, 2 s in these
+    tests); the bound leaves a second for a busy machine."""
     status, body, elapsed = healthz(server)
     assert (status, body["database"]) == (503, "unavailable"), body
-    assert elapsed < 1.0, f"/healthz took {elapsed:.2f} s"
+    assert elapsed < 1.8, f"/healthz took {elapsed:.2f} s"
 
 
 def _snapshot(server: ServerProcess, cid: str) -> dict[str, Any]:
