@@ -154,6 +154,8 @@ export interface ToolItem extends ItemBase {
   name: string;
   arguments: string;
   result?: string;
+  /** What a running foreground command printed so far (`tool_output` events), until its result comes. */
+  live?: string;
 }
 
 export interface AskItem extends ItemBase {

@@ -145,6 +145,11 @@ export class Timeline {
       case "tool_result":
         this.onToolResult(ev.data, agentId, taskId);
         break;
+      case "tool_output": {
+        const item = this.tools.get(str(ev.data.tool_call_id));
+        if (item && item.result === undefined) item.live = (item.live ?? "") + str(ev.data.text);
+        break;
+      }
       case "ask_user":
         this.onAsk(ev.data, agentId, taskId);
         break;
