@@ -3,6 +3,9 @@ works, and what a restart that killed a command leaves in sight. Each test faile
 
 from __future__ import annotations
 
+import re
+import threading
+
 from playwright.sync_api import expect
 
 from test.browser.helpers import assistant, send
@@ -22,3 +25,48 @@ def test_a_running_command_shows_its_output_as_it_prints(page, ui_server, llm):
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Ticked.", timeout=20_000)
     expect(card).to_have_attribute("data-status", "done")
     expect(live).to_have_count(0)
+
+
+def test_a_working_sub_agents_history_fills_in_while_it_works(page, ui_server, llm):
+    start, finish = threading.Event(), threading.Event()
+    llm.script(tool_calls(("create_sub_agent", {"role": "CoderAgent", "task": "scout the area"})),
+               text("CoderAgent_1 started."), match=MASTER)
+    llm.script(tool_calls(("run_command", {"command": "echo scouted-north"}), wait=start),
+               text("Scouting done.", wait=finish), match=match_system("You are CoderAgent_1 "))
+    try:
+        send(page, "scout the area")
+        row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
+        expect(row).to_have_attribute("data-state", "running")
+        row.click()
+        side = page.get_by_test_id("agent-history")
+        expect(side.get_by_test_id("tool-card")).to_have_count(0)
+        start.set()
+        card = side.get_by_test_id("tool-card")
+        expect(card).to_have_attribute("data-status", "done")  # while the sub-agent still works
+        card.get_by_test_id("tool-toggle").click()
+        expect(card.get_by_test_id("tool-output")).to_contain_text("scouted-north")
+        expect(row).to_have_attribute("data-state", "running")
+    finally:
+        start.set()
+        finish.set()
+    expect(row).to_have_attribute("data-state", re.compile("idle|completed"))
+
+
+def test_a_sub_agents_reply_streams_into_its_open_history(page, ui_server, llm):
+    finish = threading.Event()
+    llm.script(tool_calls(("create_sub_agent", {"role": "CoderAgent", "task": "write the report"})),
+               text("CoderAgent_1 started."), match=MASTER)
+    llm.script(text("drafting the report " * 200, chunk_size=5, delay_s=0.01, wait=finish),
+               match=match_system("You are CoderAgent_1 "))
+    try:
+        send(page, "write the report")
+        row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
+        expect(row).to_have_attribute("data-state", "running")
+        row.click()
+        side = page.get_by_test_id("agent-history")
+        finish.set()
+        expect(side.get_by_test_id("assistant-message")).to_contain_text("drafting the report")
+        expect(row).to_have_attribute("data-state", "running")  # seen while it streams, not at its end
+    finally:
+        finish.set()
+    expect(row).to_have_attribute("data-state", re.compile("idle|completed"), timeout=30_000)
