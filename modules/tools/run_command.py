@@ -38,14 +38,13 @@ def foreground_log_path(data_dir: Path, agent_id: str, tool_call_id: str) -> Pat
     return data_dir / "command_logs" / f"fg-{key}.log"
 
 
-def take_partial_output(data_dir: Path, agent_id: str, tool_call_id: str, tail_chars: int) -> dict[str, Any]:
-    """The output tail a killed foreground command left, for the result its call is closed with (and the log
-    is removed); empty when there is none."""
+def partial_output(data_dir: Path, agent_id: str, tool_call_id: str, tail_chars: int) -> dict[str, Any]:
+    """The output tail a killed foreground command left, for the result its call is closed with; empty when
+    there is none. The log stays (a retried transaction reads it again); log pruning removes it later."""
     path = foreground_log_path(data_dir, agent_id, tool_call_id)
     if not path.exists():
         return {}
     output, truncated = read_tail(path, tail_chars)
-    path.unlink(missing_ok=True)
     return {"output": output, "output_truncated": truncated}
 
 
