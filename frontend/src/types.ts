@@ -48,6 +48,8 @@ export interface TaskSummary {
   agent_id: string;
   task_type?: string;
   created_at?: string | null;
+  finished_at?: string | null;
+  error?: { code?: unknown; message?: unknown } | null;
 }
 
 export interface TaskEvent {

@@ -8,7 +8,7 @@ import threading
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant, send
+from test.browser.helpers import assistant, send, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -70,3 +70,25 @@ def test_a_sub_agents_reply_streams_into_its_open_history(page, ui_server, llm):
     finally:
         finish.set()
     expect(row).to_have_attribute("data-state", re.compile("idle|completed"), timeout=30_000)
+
+
+def test_after_a_restart_and_a_reload_the_failure_and_the_partial_output_stay(make_server, open_page, llm):
+    server = make_server()
+    llm.script(tool_calls(("run_command", {"command": "echo partial-4410; sleep 60"})), match=MASTER)
+    page = open_page(server)
+    send(page, "run the long one")
+    card = page.get_by_test_id("tool-card")
+    expect(card.get_by_test_id("live-output")).to_contain_text("partial-4410")
+    server.kill()
+    expect(page.get_by_test_id("connection-error")).to_have_attribute("data-reason", "unreachable")
+    server.start()
+    wait_connected(page)
+    expect(page.get_by_test_id("status-line")).to_contain_text("the server process running this task stopped")
+    page.reload()
+    line = page.get_by_test_id("status-line")
+    expect(line).to_have_count(1)
+    expect(line).to_contain_text("the server process running this task stopped")
+    card = page.get_by_test_id("tool-card")
+    expect(card).to_have_attribute("data-status", "failed")
+    card.get_by_test_id("tool-toggle").click()
+    expect(card.get_by_test_id("tool-output")).to_contain_text("partial-4410")

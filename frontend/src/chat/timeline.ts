@@ -376,6 +376,9 @@ export class Timeline {
         if (item.questionId) this.asksByQuestion.set(item.questionId, item);
         if (item.toolCallId) this.asksByToolCall.set(item.toolCallId, item);
         break;
+      case "status":
+        this.statusKeys.add(item.key.slice(2)); // a line from the stored tasks: its event's replay adds none
+        break;
     }
   }
 }
