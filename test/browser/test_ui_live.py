@@ -8,7 +8,8 @@ import threading
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant, send, wait_connected
+from test.browser.helpers import assistant, conversation_id, send, wait_connected
+from test.conftest import wait_until
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -92,3 +93,27 @@ def test_after_a_restart_and_a_reload_the_failure_and_the_partial_output_stay(ma
     expect(card).to_have_attribute("data-status", "failed")
     card.get_by_test_id("tool-toggle").click()
     expect(card.get_by_test_id("tool-output")).to_contain_text("partial-4410")
+
+
+def test_a_sub_agents_history_opened_mid_reply_shows_the_reply_from_its_start(page, ui_server, llm):
+    llm.script(tool_calls(("create_sub_agent", {"role": "CoderAgent", "task": "write the memo"})),
+               text("CoderAgent_1 started."), match=MASTER)
+    llm.script(text("OPENING-LINE " + "memo text " * 300, chunk_size=5, delay_s=0.01),
+               match=match_system("You are CoderAgent_1 "))
+    send(page, "write the memo")
+    row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
+    expect(row).to_have_attribute("data-state", "running")
+    cid = conversation_id(page)
+
+    def sub_agent_streams():
+        tasks = ui_server.get(f"/api/tasks?conversation_id={cid}&status=active").json()["data"]
+        return any(e["type"] == "text_chunk" for t in tasks
+                   for e in ui_server.get(f"/api/tasks/{t['task_id']}").json()["events"])
+
+    wait_until(sub_agent_streams, 15, what="the sub-agent's reply streaming")
+    row.click()
+    reply = page.get_by_test_id("agent-history").get_by_test_id("assistant-message")
+    expect(reply).to_contain_text("OPENING-LINE")
+    expect(reply).to_contain_text("memo text memo text")
+    expect(row).to_have_attribute("data-state", "running")  # still streaming
+    expect(row).to_have_attribute("data-state", re.compile("idle|completed"), timeout=30_000)

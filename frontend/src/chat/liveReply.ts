@@ -2,7 +2,8 @@
 // ended, so the panel adds the one in progress from the agent's `text_chunk` events, which reach the
 // conversation's room like every task event (docs/API.md, "Socket.IO").
 
-import type { AssistantItem } from "../types";
+import { api } from "../api";
+import type { AssistantItem, TaskEvent, TaskSummary } from "../types";
 
 export interface LiveReply {
   messageId: string;
@@ -27,4 +28,25 @@ export function liveItem(live: LiveReply | null, stored: Set<string>, agentName:
   if (!live || !live.text || stored.has(live.messageId)) return null;
   return { kind: "assistant", key: `live:${live.messageId}`, messageId: live.messageId, text: live.text, done: false,
     agentName };
+}
+
+/** A panel opened mid-reply starts from the agent's active task log (`GET /api/tasks/<id>`): the reply so far,
+ * and the log's last index, after which the room's events continue it. Null when the agent runs no task. */
+export async function replayActiveTask(
+  conversationId: string,
+  agentId: string,
+): Promise<{ live: LiveReply | null; taskId: string; last: number } | null> {
+  const tasks = await api<{ data: TaskSummary[] }>(
+    `/api/tasks?conversation_id=${encodeURIComponent(conversationId)}&status=active`,
+  );
+  const task = tasks.data.find((t) => t.agent_id === agentId);
+  if (!task) return null;
+  const detail = await api<{ events: TaskEvent[] }>(`/api/tasks/${encodeURIComponent(task.task_id)}`);
+  let live: LiveReply | null = null;
+  let last = -1;
+  for (const e of detail.events) {
+    live = nextLiveReply(live, e.type, e.data);
+    last = e.idx;
+  }
+  return { live, taskId: task.task_id, last };
 }
