@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from modules.llm import ToolCall
@@ -49,7 +50,8 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
         if turn.stopped():
             result = STOPPED_RESULT
         else:
-            result = rt.tools.execute(call.name, call.arguments, ctx, allowed=list(turn.profile.tools))
+            result = rt.tools.execute(call.name, call.arguments, dataclasses.replace(ctx, tool_call_id=call.id),
+                                      allowed=list(turn.profile.tools))
         if not turn_is_ours(rt, turn):
             return  # taken over: the new owner closed the open calls already
         message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,

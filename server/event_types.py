@@ -99,6 +99,16 @@ class ToolResultEvent(TaskEventBase):
 
 
 @with_config(_STRICT)
+class ToolOutputEvent(TaskEventBase):
+    """New output of a running foreground `run_command`, at most a few a second; `truncated` once the call's
+    cap of live text is reached (the `tool_result` still has the output's tail)."""
+
+    tool_call_id: str
+    text: str
+    truncated: bool
+
+
+@with_config(_STRICT)
 class AgentStateEvent(TypedDict):
     """An agent's state change; outside any task (sent to the room only) it has no `task_id`/`idx`."""
 
@@ -186,6 +196,7 @@ EVENTS: dict[str, type] = {
     "text_end": TextEndEvent,
     "tool_start": ToolStartEvent,
     "tool_result": ToolResultEvent,
+    "tool_output": ToolOutputEvent,
     "agent_state": AgentStateEvent,
     "ask_user": AskUserEvent,
     "suggestions": SuggestionsEvent,

@@ -48,6 +48,8 @@ export interface TaskSummary {
   agent_id: string;
   task_type?: string;
   created_at?: string | null;
+  finished_at?: string | null;
+  error?: { code?: unknown; message?: unknown } | null;
 }
 
 export interface TaskEvent {
@@ -154,6 +156,8 @@ export interface ToolItem extends ItemBase {
   name: string;
   arguments: string;
   result?: string;
+  /** What a running foreground command printed so far (`tool_output` events), until its result comes. */
+  live?: string;
 }
 
 export interface AskItem extends ItemBase {

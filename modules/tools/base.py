@@ -31,6 +31,7 @@ class ToolContext:
     sandbox: Sandbox
     should_stop: Callable[[], bool] = field(default=lambda: False)
     task_id: str = ""
+    tool_call_id: str = ""
     services: AgentServices | None = None
     emit: Callable[[str, dict[str, Any]], Any] = field(default=lambda event_type, data: None)
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from modules.storage import commands as command_store
 from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
-from modules.tools.shell import run_shell
+from modules.tools.live_output import LiveOutput
+from modules.tools.shell import read_tail, run_shell
 
 MAX_COMMAND_CHARS = 10_000
 
@@ -26,6 +29,23 @@ def parse_timeout(value: Any, limit: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"timeout must be a positive, finite number of seconds, got {value!r}")
     return min(float(value), limit)
+
+
+def foreground_log_path(data_dir: Path, agent_id: str, tool_call_id: str) -> Path:
+    """Where a foreground command's output goes while it runs: named by its call, so that after a restart
+    that killed it, recovery finds the partial output of the call it closes (docs/ARCHITECTURE.md)."""
+    key = hashlib.sha256(f"{agent_id}\0{tool_call_id}".encode()).hexdigest()[:32]
+    return data_dir / "command_logs" / f"fg-{key}.log"
+
+
+def partial_output(data_dir: Path, agent_id: str, tool_call_id: str, tail_chars: int) -> dict[str, Any]:
+    """The output tail a killed foreground command left, for the result its call is closed with; empty when
+    there is none. The log stays (a retried transaction reads it again); log pruning removes it later."""
+    path = foreground_log_path(data_dir, agent_id, tool_call_id)
+    if not path.exists():
+        return {}
+    output, truncated = read_tail(path, tail_chars)
+    return {"output": output, "output_truncated": truncated}
 
 
 class RunCommandArguments(ToolArguments):
@@ -58,12 +78,13 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
-    log_path = ctx.settings.data_dir / "command_logs" / f"{uuid.uuid4()}.log"
+    log_path = foreground_log_path(ctx.settings.data_dir, ctx.agent_id, ctx.tool_call_id or str(uuid.uuid4()))
     try:
         outcome = run_shell(
             command, sandbox=ctx.sandbox, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
             tail_chars=ctx.settings.command_output_tail_chars, log_max_bytes=ctx.settings.command_log_max_bytes,
             should_stop=ctx.should_stop,
+            on_output=LiveOutput(ctx.emit, ctx.tool_call_id) if ctx.tool_call_id else lambda data: None,
         )
     finally:
         log_path.unlink(missing_ok=True)

@@ -56,8 +56,10 @@ def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
 
 def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, timeout_s: float, tail_chars: int,
               log_max_bytes: int, should_stop: Callable[[], bool] = lambda: False,
-              on_start: Callable[[int], None] | None = None) -> CommandOutcome:
-    """Run `command` in `cwd` (the conversation's workspace) through `sandbox`."""
+              on_start: Callable[[int], None] | None = None,
+              on_output: Callable[[bytes], None] = lambda data: None) -> CommandOutcome:
+    """Run `command` in `cwd` (the conversation's workspace) through `sandbox`; `on_output` gets each chunk
+    the command prints, and b"" on each idle poll (so a throttled reader can send what it holds)."""
     sandbox.prepare_workspace(cwd)
     started = time.monotonic()
     out = CappedLog(log_path, max_bytes=log_max_bytes)
@@ -97,7 +99,7 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
             if exited_at is not None and time.monotonic() - exited_at > DRAIN_AFTER_EXIT_S:
                 kill_group(proc.pid)
                 break
-            pipe_open = _read_some(read_fd, out)
+            pipe_open = _read_some(read_fd, out, on_output)
     finally:
         os.close(read_fd)
         if launched is not None:
@@ -110,9 +112,10 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     )
 
 
-def _read_some(fd: int, out: CappedLog) -> bool:
+def _read_some(fd: int, out: CappedLog, on_output: Callable[[bytes], None]) -> bool:
     """Move what the pipe holds into the log; False once every writer has closed it."""
     if not select.select([fd], [], [], POLL_INTERVAL_S)[0]:
+        on_output(b"")
         return True
     try:
         data = os.read(fd, READ_BYTES)
@@ -123,6 +126,7 @@ def _read_some(fd: int, out: CappedLog) -> bool:
     if not data:
         return False
     out.write(data)
+    on_output(data)
     if out.overflowing:
         time.sleep(OVERFLOW_READ_PAUSE_S)
     return True

@@ -4,6 +4,7 @@ ownership check that guards every write (docs/ARCHITECTURE.md, "The turn package
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Row
@@ -59,10 +60,13 @@ def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> Messag
                         name=name)
 
 
-def close_open_tool_calls_in(s: Session, conversation_id: str, agent_id: str, reason: str) -> list[Message]:
-    """Give every tool call still without a result one, so the agent's next model request is valid."""
+def close_open_tool_calls_in(s: Session, conversation_id: str, agent_id: str, reason: str,
+                             extra: Callable[[str], dict[str, Any]] = lambda call_id: {}) -> list[Message]:
+    """Give every tool call still without a result one, so the agent's next model request is valid;
+    `extra(call_id)` adds what is left of the call (recovery: a killed command's partial output)."""
     drafts = [
-        tool_result_draft(call["id"], call["function"]["name"], {"success": False, "error": reason})
+        tool_result_draft(call["id"], call["function"]["name"],
+                          {"success": False, "error": reason, **extra(call["id"])})
         for call in message_store.open_tool_calls_in(s, agent_id)
     ]
     return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []

@@ -23,6 +23,7 @@ from modules.storage import tasks as task_store
 from modules.storage.models import Task
 from modules.storage.records import now
 from modules.sub_agent.manager import TurnResult
+from modules.tools.run_command import partial_output
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
 from server.turns.end import STOP_REASON
@@ -94,7 +95,8 @@ class Recovery:
                 # reads it.
                 queue.requeue_answers_taken_after_in(s, task.agent_id,
                                                      message_store.last_written_at_in(s, task.agent_id))
-                close_open_tool_calls_in(s, task.conversation_id, task.agent_id, call_reason)
+                close_open_tool_calls_in(s, task.conversation_id, task.agent_id, call_reason,
+                                         self._partial_output(task.agent_id))
                 released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
             events = [("agent_state", state_event(released))] if released is not None else []
             final = ("task_stopped", _NO_BACKGROUND) if status == STOPPED else ("error", {**error, **_NO_BACKGROUND})
@@ -122,10 +124,17 @@ class Recovery:
                     released = rt.agent_states.transition_in(s, agent.id, agent_state.IDLE, force=True,
                                                              version=agent.version)
                 if released is not None:
-                    close_open_tool_calls_in(s, agent.conversation_id, agent.id, RESTART_REASON)
+                    close_open_tool_calls_in(s, agent.conversation_id, agent.id, RESTART_REASON,
+                                             self._partial_output(agent.id))
             if released is not None:
                 rt.user_questions.close_for_agent(agent.conversation_id, agent.id)
                 rt.agent_states.announce(released)
+
+    def _partial_output(self, agent_id: str) -> Callable[[str], dict[str, Any]]:
+        """What a foreground command killed with its process printed, for its closed call (the defect of a
+        restart losing it: docs/API.md, "The model-facing contract", `run_command`)."""
+        settings = self._rt.settings
+        return lambda call_id: partial_output(settings.data_dir, agent_id, call_id, settings.command_output_tail_chars)
 
     def _notice(self, task: Task, status: str, reason: str):
         """The parent of a sub-agent whose turn ended this way hears of it, as of any end."""

@@ -3,11 +3,12 @@ queued user messages can be listed after a reload, and an agent's queue size is 
 
 from __future__ import annotations
 
+import json
 import threading
 
 from test.conftest import wait_until
 from test.integration.test_demo_examples import Recorder, conforms
-from test.scripted_llm import text
+from test.scripted_llm import text, tool_calls
 
 
 def test_a_stopped_reply_is_marked_stopped_in_the_event_and_the_history(server, llm):
@@ -75,3 +76,19 @@ def test_queued_messages_are_listed_and_the_queue_size_is_sent_live(make_server,
     finally:
         release.set()
         recorder.client.disconnect()
+
+
+def test_a_foreground_commands_output_streams_and_survives_a_restart_that_kills_it(make_server, llm):
+    server = make_server()
+    llm.script(tool_calls(("run_command", {"command": "echo partial-7731; sleep 60"})))
+    sent = server.send("run the long one")
+    live = server.wait_event(sent["task_id"], "tool_output")
+    assert "partial-7731" in live["text"] and live["truncated"] is False and not conforms("tool_output", live)
+    server.kill()
+    server.start()
+    task = server.wait_task(sent["task_id"])
+    assert task["status"] == "failed"
+    history = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
+    closed = json.loads(next(m["content"] for m in history if m["role"] == "tool"))
+    assert closed["success"] is False and "restarted" in closed["error"]
+    assert "partial-7731" in closed["output"]

@@ -76,7 +76,7 @@ export class Chat {
       this.team.masterDisplayName = history.display_name;
       this.state.agents = agents;
       this.updateRunning();
-      const merged = await mergedHistory(conversationId, history, agents);
+      const merged = await mergedHistory(conversationId, history, agents, tasks);
       if (gen !== this.generation) return;
       this.timeline.loadHistory(merged.items, merged.messageIds);
       for (const t of tasks) {

@@ -3,7 +3,7 @@
 
 import { api } from "../api";
 import { historyItems, mergeByTime } from "../history";
-import type { AgentInfo, MessagesAnswer, TaskSummary, TimelineItem } from "../types";
+import type { AgentInfo, MessagesAnswer, StatusItem, TaskSummary, TimelineItem } from "../types";
 
 export async function fetchConversation(conversationId: string) {
   const cid = encodeURIComponent(conversationId);
@@ -15,12 +15,28 @@ export async function fetchConversation(conversationId: string) {
   return { history, tasks: tasks.data, agents: agents.data };
 }
 
-/** The master's history, and what the user did with sub-agents (their questions, the user's
- * messages routed to them and their replies), in time order. */
+/** The status line of each failed task of the master, where it ended: the stored history has no record of
+ * why a turn failed (a restart, the model's error), so after a reload the line comes from the task itself.
+ * Its key is the one the live `error` event gives it (./timeline.ts `finish`), so a replay adds none. */
+export function failedTaskLines(tasks: TaskSummary[], masterAgentId: string): StatusItem[] {
+  return tasks
+    .filter((t) => t.status === "failed" && t.agent_id === masterAgentId)
+    .map((t) => {
+      const code = typeof t.error?.code === "string" ? t.error.code : "";
+      const msg = typeof t.error?.message === "string" && t.error.message ? t.error.message : "the task failed";
+      const ts = t.finished_at ? Date.parse(t.finished_at) : NaN;
+      return { kind: "status", key: `s:${t.task_id}:error`, tone: "error", text: `${msg}${code ? ` (${code})` : ""}`,
+        taskId: t.task_id, agentId: t.agent_id, ts: Number.isNaN(ts) ? undefined : ts };
+    });
+}
+
+/** The master's history, what the user did with sub-agents (their questions, the user's messages routed to
+ * them and their replies) and the master's failed tasks, in time order. */
 export async function mergedHistory(
   conversationId: string,
   history: MessagesAnswer,
   agents: AgentInfo[],
+  tasks: TaskSummary[] = [],
 ): Promise<{ items: TimelineItem[]; messageIds: string[] }> {
   const cid = encodeURIComponent(conversationId);
   const subs = agents.filter((a) => a.agent_id !== history.agent_id);
@@ -31,5 +47,6 @@ export async function mergedHistory(
   );
   const parts = [historyItems(history.data, history.display_name)];
   for (const h of subHistories) if (h) parts.push(historyItems(h.data, h.display_name, true));
-  return { items: mergeByTime(parts.map((p) => p.items)), messageIds: parts.flatMap((p) => [...p.messageIds]) };
+  const lines = failedTaskLines(tasks, history.agent_id);
+  return { items: mergeByTime([...parts.map((p) => p.items), lines]), messageIds: parts.flatMap((p) => [...p.messageIds]) };
 }

@@ -145,6 +145,11 @@ export class Timeline {
       case "tool_result":
         this.onToolResult(ev.data, agentId, taskId);
         break;
+      case "tool_output": {
+        const item = this.tools.get(str(ev.data.tool_call_id));
+        if (item && item.result === undefined) item.live = (item.live ?? "") + str(ev.data.text);
+        break;
+      }
       case "ask_user":
         this.onAsk(ev.data, agentId, taskId);
         break;
@@ -370,6 +375,9 @@ export class Timeline {
       case "ask":
         if (item.questionId) this.asksByQuestion.set(item.questionId, item);
         if (item.toolCallId) this.asksByToolCall.set(item.toolCallId, item);
+        break;
+      case "status":
+        this.statusKeys.add(item.key.slice(2)); // a line from the stored tasks: its event's replay adds none
         break;
     }
   }

@@ -125,6 +125,17 @@ export interface TextEndEvent {
   stopped?: boolean;
 }
 
+/** New output of a running foreground `run_command`, at most a few a second; `truncated` once the call's cap of live text is reached (the `tool_result` still has the output's tail). */
+export interface ToolOutputEvent {
+  task_id: string;
+  conversation_id: string;
+  agent_id: string;
+  idx?: number;
+  tool_call_id: string;
+  text: string;
+  truncated: boolean;
+}
+
 /** `result` is the tool's JSON result object, serialised. */
 export interface ToolResultEvent {
   task_id: string;
@@ -175,6 +186,7 @@ export interface ServerEventMap {
   text_end: TextEndEvent;
   tool_start: ToolStartEvent;
   tool_result: ToolResultEvent;
+  tool_output: ToolOutputEvent;
   agent_state: AgentStateEvent;
   ask_user: AskUserEvent;
   suggestions: SuggestionsEvent;
@@ -189,7 +201,7 @@ export interface ServerEventMap {
 
 export type ServerEventType = keyof ServerEventMap;
 
-export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
+export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result", "tool_output", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
 
 /** A task log entry (`GET /api/tasks/<id>` events), discriminated on `type`. */
 export type ServerEvent =
@@ -200,6 +212,7 @@ export type ServerEvent =
   | { type: "text_end"; data: TextEndEvent }
   | { type: "tool_start"; data: ToolStartEvent }
   | { type: "tool_result"; data: ToolResultEvent }
+  | { type: "tool_output"; data: ToolOutputEvent }
   | { type: "agent_state"; data: AgentStateEvent }
   | { type: "ask_user"; data: AskUserEvent }
   | { type: "suggestions"; data: SuggestionsEvent }
