@@ -142,11 +142,11 @@ class BackgroundCommandManager:
         except Exception as exc:
             log.exception("background command %s failed to run", start.command_id)
             finish = Finish(start.command_id, FAILED, None, "", False, f"could not run: {exc}", now())
-        try:
-            self._submit(finish)
-        finally:
-            with self._lock:
-                self._cancel.pop(start.command_id, None)
+        # Its process has ended: from here a cancel is answered by the database (running until the finish
+        # is written, then not), never by a flag nothing reads any more.
+        with self._lock:
+            self._cancel.pop(start.command_id, None)
+        self._submit(finish)
 
     def _record_pid(self, command_id: str, pid: int) -> None:
         command_store.record_pid(self._db, command_id, pid, process_start_ticks(pid))

@@ -89,6 +89,22 @@ def test_a_cancel_here_stops_the_command_and_its_notice_says_cancelled(cmds):
     assert manager.cancel(command_id) is False  # it has ended
 
 
+def test_a_cancel_once_the_end_is_written_says_it_has_ended(cmds):
+    """Asked right after its finish was written (a client's Cancel as the command ends): False, not a cancel
+    that nothing would carry out."""
+    db, conv, master, _, _, manager, _, _, ws = cmds
+    submit, answers = manager._submit, []
+
+    def submit_then_cancel(finish: Finish) -> None:  # on the command's own thread, as its end is written
+        submit(finish)
+        answers.append(manager.cancel(finish.command_id))
+
+    manager._submit = submit_then_cancel
+    command_id = manager.start(conv.id, master.id, master.display_name, "echo quick", ws, 30)
+    _wait(lambda: answers, "the end written")
+    assert manager.get(command_id).status == "succeeded" and answers == [False]
+
+
 def test_a_cancel_for_a_command_of_another_process_is_flagged_and_signalled(cmds):
     db, conv, master, _, _, manager, peers, _, _ = cmds
     with db.write() as s:
