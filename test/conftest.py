@@ -222,6 +222,17 @@ def server(make_server) -> ServerProcess:
     return make_server()
 
 
+TWO_USERS = "alice:tok-alice,bob:tok-bob"  # AUTH_TOKENS of `auth_server`
+
+
+@pytest.fixture
+def auth_server(make_server) -> ServerProcess:
+    """A server with two users; requests go as alice unless a call passes another token."""
+    server = make_server(env={"AUTH_TOKENS": TWO_USERS})
+    server.token = "tok-alice"
+    return server
+
+
 def wait_until(predicate, timeout: float = 15, what: str = "condition"):
     """Poll `predicate` until it returns something truthy (returned), bounded by `timeout`."""
     deadline = time.monotonic() + timeout

@@ -104,9 +104,8 @@ def test_a_retried_send_while_routing_returns_the_same_message(server, llm):
     assert users == ["once only"]
 
 
-def test_a_message_is_only_visible_to_its_sender(make_server, llm):
-    server = make_server(env={"AUTH_TOKENS": "alice:tok-alice,bob:tok-bob"})
-    server.token = "tok-alice"
+def test_a_message_is_only_visible_to_its_sender(auth_server, llm):
+    server = auth_server
     sent = server.send("hello")
     assert server.get(f"/api/messages/{sent['message_id']}").json()["status"] == "routed"
     assert server.get(f"/api/messages/{sent['message_id']}", token="tok-bob").status_code == 404

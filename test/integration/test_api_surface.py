@@ -12,15 +12,6 @@ import socketio
 from test.conftest import ROOT, event_types, run_refused_start
 from test.scripted_llm import text, tool_calls
 
-TOKENS = "alice:tok-alice,bob:tok-bob"
-
-
-@pytest.fixture
-def auth_server(make_server):
-    server = make_server(env={"AUTH_TOKENS": TOKENS})
-    server.token = "tok-alice"
-    return server
-
 
 def test_tokens_and_ownership(auth_server, llm):
     llm.set_default(text("hi alice"))

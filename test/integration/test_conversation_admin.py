@@ -13,15 +13,6 @@ from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.scripted_llm import text, tool_calls
 
-TOKENS = "alice:tok-alice,bob:tok-bob"
-
-
-@pytest.fixture
-def auth_server(make_server):
-    server = make_server(env={"AUTH_TOKENS": TOKENS})
-    server.token = "tok-alice"
-    return server
-
 
 def _chat(server, llm, message: str, reply: str, conversation_id: str | None = None) -> dict:
     llm.script(text(reply))

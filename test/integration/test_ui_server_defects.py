@@ -37,9 +37,8 @@ def test_a_stopped_reply_is_marked_stopped_in_the_event_and_the_history(server, 
     assert "stopped" not in [m for m in history if m["role"] == "assistant"][-1]["metadata"]
 
 
-def test_queued_messages_are_listed_and_the_queue_size_is_sent_live(make_server, llm):
-    server = make_server(env={"AUTH_TOKENS": "alice:tok-alice,bob:tok-bob"})
-    server.token = "tok-alice"
+def test_queued_messages_are_listed_and_the_queue_size_is_sent_live(auth_server, llm):
+    server = auth_server
     cid = server.post("/api/conversations", {"title": "queue"}).json()["conversation_id"]
     recorder = Recorder(server.url, token="tok-alice")
     release = threading.Event()

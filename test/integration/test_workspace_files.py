@@ -8,14 +8,13 @@ import os
 import pytest
 import requests
 
+from test.conftest import TWO_USERS
 from test.scripted_llm import text, tool_calls
-
-TOKENS = "alice:tok-alice,bob:tok-bob"
 
 
 @pytest.fixture
 def files_server(make_server):
-    server = make_server(env={"AUTH_TOKENS": TOKENS, "UPLOAD_MAX_MB": "0.05"})  # 52,428 bytes
+    server = make_server(env={"AUTH_TOKENS": TWO_USERS, "UPLOAD_MAX_MB": "0.05"})  # 52,428 bytes
     server.token = "tok-alice"
     return server
 
