@@ -4,7 +4,7 @@ The database's prober (modules/storage/health.py) decides whether it answers;
 while it does not, API calls answer 503 `database_unavailable` without waiting
 out a timeout each, and every socket client hears `server_degraded`, then
 `server_recovered` once it answers again. Nothing needs a restart: the pool
-reconnects, and stuck work is retried or ended (server/tasks/).
+reconnects, and stuck work is retried or ended (server/turns/).
 """
 
 from __future__ import annotations

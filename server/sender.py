@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from server.tasks.event_log import CHUNK, EventLog
+from server.turns.event_log import CHUNK, EventLog
 
 
 class Transport(Protocol):

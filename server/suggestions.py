@@ -16,7 +16,7 @@ from modules.llm import ChatModel
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.suggestions import generate_suggestions
 from server.sender import TaskEventSender, Transport
-from server.tasks.event_log import EventLog
+from server.turns.event_log import EventLog
 
 log = logging.getLogger(__name__)
 

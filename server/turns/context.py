@@ -24,7 +24,7 @@ from modules.tools.sandbox import Sandbox
 from server.cluster import Membership
 from server.sender import Transport
 from server.suggestions import SuggestionService
-from server.tasks.event_log import EventLog
+from server.turns.event_log import EventLog
 
 
 class TurnRuntime(Protocol):

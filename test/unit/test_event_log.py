@@ -13,7 +13,7 @@ from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.models import TaskEvent
 from server.sender import TaskEventSender
-from server.tasks.event_log import EventLog
+from server.turns.event_log import EventLog
 from test.unit.teams import conversation_with_sub_agent
 
 TASKS = 8
