@@ -108,6 +108,27 @@ def test_separate_stages_by_configuration(make_server, llm):
     assert last == "查查杭州的\n\n[Understood as: 杭州的差旅政策是什么]"
 
 
+def test_a_continuation_held_by_a_crash_in_the_intent_stage_reruns_only_that_stage(make_server, llm):
+    """The active agent is the intent stage only when a process died while it decided: on a continuation the
+    restarted router re-runs intent and dispatches, without rewriting again (`server/user_routing.py`)."""
+    server = make_server(env={"ROUTING_STAGES": "separate"})
+    hold = threading.Event()
+    llm.script(text("好的"), match=REWRITE)
+    llm.script(text('{"agent": "InfoAgent"}', wait=hold), match=INTENT)
+    ack = server.post("/api/tasks", {"message": "好的"}).json()
+    wait_until(lambda: any(INTENT(r.body) for r in llm.requests), what="the intent request")
+    server.kill()
+    hold.set()
+    before = len(llm.requests)
+    llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
+    llm.script(text("好的，继续处理。"), match=INFO)
+    server.start()
+    routed = server.routed(ack)
+    assert routed["route"] == "fast_path" and routed["target_agent"] == "InfoAgent_1"
+    assert server.wait_task(routed["task_id"])["status"] == "succeeded"
+    assert kinds(llm.requests[before:]) == ["IntentRecognitionAgent", "InfoAgent_1"]
+
+
 def test_active_master_resumes_without_rewriting_or_intent(server, llm):
     llm.script(text("Hello, how can I help?"), match=MASTER)
     first = server.send("hello there")
