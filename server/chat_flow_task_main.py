@@ -32,7 +32,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
     """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
     mark = {"partial": True, "error_code": exc.code}
-    persist_assistant_message(rt, turn, message_id, ModelReply(exc.partial, [], "error"), meta=mark)
+    persist_assistant_message(rt, turn, message_id, exc.partial, [], meta=mark)
     sender.emit("text_end", {"message_id": message_id, "content": exc.partial, **mark})
 
 
@@ -57,8 +57,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
         mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}  # cut off by Stop
-        persist_assistant_message(rt, turn, message_id, ModelReply(reply.content, calls, reply.finish_reason),
-                                  meta=mark)
+        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark)
         sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark})
         if turn.stopped():
             return TurnOutcome(STOPPED)

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
-from modules.llm import ModelReply
+from modules.llm import ToolCall
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.messages import MessageDraft
@@ -42,15 +42,15 @@ def build_model_messages(rt: TurnRuntime, turn: Turn) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, *(to_model_message(m) for m in history)]
 
 
-def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, reply: ModelReply,
-                              *, meta: dict[str, Any] | None = None) -> Message | None:
+def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, content: str,
+                              tool_calls: list[ToolCall], *, meta: dict[str, Any] | None = None) -> Message | None:
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-        for call in reply.tool_calls
+        for call in tool_calls
     ]
-    if not reply.content and not calls:
+    if not content and not calls:
         return None
-    draft = MessageDraft(role="assistant", content=reply.content or None, tool_calls=calls or None,
+    draft = MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,
                          message_id=message_id, meta={"task_id": turn.task_id, **(meta or {})})
     return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
 

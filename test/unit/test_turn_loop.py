@@ -199,6 +199,46 @@ def test_a_model_error_fails_the_turn_with_its_code_and_is_logged(flow, caplog):
     assert f.sender.types()[-1] == "ai_message_start"
 
 
+def test_what_streamed_before_a_model_error_stays_marked_as_cut_off(flow):
+    f = flow
+    f.rt.model = Model(ModelError("server_error", "upstream 500", status=500, partial="Half an ans"))
+    assert run(f) == TurnOutcome(FAILED, {"code": "server_error", "message": "upstream 500"})
+    start, end = f.sender.events[-2], f.sender.events[-1]
+    assert start[0] == "ai_message_start" and end[0] == "text_end"
+    assert end[1] == {"message_id": start[1]["message_id"], "content": "Half an ans", "partial": True,
+                      "error_code": "server_error"}
+    [stored] = message_store.list_messages(f.db, f.master.id)
+    assert (stored.role, stored.content, stored.tool_calls, stored.message_id) == (
+        "assistant", "Half an ans", None, start[1]["message_id"])
+    assert stored.meta == {"task_id": f.turn.task_id, "partial": True, "error_code": "server_error"}
+
+
+def test_a_model_error_before_any_text_stores_nothing(flow):
+    f = flow
+    f.rt.model = Model(ModelError("timeout", "no answer"))
+    assert run(f) == TurnOutcome(FAILED, {"code": "timeout", "message": "no answer"})
+    assert message_store.list_messages(f.db, f.master.id) == [] and "text_end" not in f.sender.types()
+
+
+def test_a_reply_cut_off_by_stop_is_marked_stopped_and_partial(flow):
+    f = flow
+    f.rt.model = Model(ModelReply("I was say", [], "stopped"), during={0: f.turn.stop_event.set})
+    assert run(f) == TurnOutcome(STOPPED)
+    mark = {"partial": True, "stopped": True}
+    start, end = f.sender.events[-2], f.sender.events[-1]
+    assert end == ("text_end", {"message_id": start[1]["message_id"], "content": "I was say", **mark})
+    [stored] = message_store.list_messages(f.db, f.master.id)
+    assert stored.content == "I was say" and stored.meta == {"task_id": f.turn.task_id, **mark}
+
+
+def test_a_whole_reply_carries_no_cut_off_mark(flow):
+    f = flow
+    f.rt.model = Model(ModelReply("All of it.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    assert set(f.sender.events[-1][1]) == {"message_id", "content"}
+    assert message_store.list_messages(f.db, f.master.id)[0].meta == {"task_id": f.turn.task_id}
+
+
 def test_a_turn_stopped_before_its_model_call_makes_none(flow):
     f = flow
     f.turn.stop_event.set()
