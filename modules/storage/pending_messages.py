@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Row, exists, func, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -128,9 +128,8 @@ def take_in(session: Session, message_id: str, consumed_by: str) -> PendingMessa
 
 def has_queued(db: Database, agent_id: str) -> bool:
     with db.read() as s:
-        return s.scalars(select(PendingMessageRow.seq).where(PendingMessageRow.target_agent_id == agent_id,
-                                                             PendingMessageRow.status == QUEUED).limit(1)).first() \
-            is not None
+        return bool(s.scalar(select(exists().where(PendingMessageRow.target_agent_id == agent_id,
+                                                   PendingMessageRow.status == QUEUED))))
 
 
 def list_queued(db: Database, agent_id: str) -> list[PendingMessageRow]:

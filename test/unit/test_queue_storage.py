@@ -4,11 +4,14 @@ taken once, put back only by its taker, in its place, and every listing filters 
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import update
 
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.models import PendingMessageRow
 from modules.storage.records import new_id, now
+from modules.storage.unrouted import ROUTING, store_in
 from modules.storage.users import get_or_create_user
 from test.unit.teams import conversation_with_sub_agent
 
@@ -90,9 +93,12 @@ def test_answers_taken_by_an_ask_after_the_last_write_go_back(team):
         queue.take_in(s, ids[1], consumed_by="ask:late")
         queue.take_in(s, ids[2], consumed_by="task-1")  # drained into a history, not taken by an ask
         queue.take_in(s, ids[4], consumed_by="ask:late")  # another agent's
-    with db.write() as s:
+        queue.take_in(s, ids[3], consumed_by="ask:same-instant")
+        s.execute(update(PendingMessageRow).where(PendingMessageRow.id == ids[3]).values(consumed_at=since))
+    with db.write() as s:  # taken at the instant of the last write: written with it, so it stays consumed
         assert queue.requeue_answers_taken_after_in(s, master.id, since) == 1
-    assert _ids(queue.list_queued(db, master.id)) == [ids[1], ids[3]]
+    assert _ids(queue.list_queued(db, master.id)) == [ids[1]]
+    assert queue.get_message(db, ids[3]).consumed_by == "ask:same-instant"
     back = queue.get_message(db, ids[1])
     assert (back.consumed_by, back.consumed_at) == (None, None)
     assert queue.get_message(db, ids[4]).status == queue.CONSUMED
@@ -131,6 +137,8 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     assert _ids(queue.queued_notices(db, conv.id, "background_command")) == [ids[0]]
     assert _ids(queue.queued_notices(db, conv.id, "sub_agent")) == [ids[2]]
     assert queue.queued_counts(db, conv.id) == {master.id: 4, sub.id: 2}
+    assert (queue.queued_count(db, master.id), queue.queued_count(db, sub.id)) == (4, 2)
+    assert queue.queued_count(db, other_master.id) == 1 and queue.queued_count(db, "nobody") == 0
     assert sorted(queue.agents_with_queued(db)) == sorted([master.id, sub.id, other_master.id])
     assert queue.find_question(db, "q_1").id == ids[5]  # the ask, not the answer that carries its id
     assert queue.find_question(db, "q_2") is None
@@ -140,4 +148,19 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     assert queue.has_queued(db, sub.id) and not queue.has_queued(db, master.id)
     assert sorted(queue.agents_with_queued(db)) == sorted([sub.id, other_master.id])
     assert queue.queued_counts(db, conv.id) == {sub.id: 2}
+    assert queue.queued_count(db, master.id) == 0
     assert queue.queued_notices(db, conv.id, "background_command") == []
+
+
+def test_the_users_unread_messages_are_those_queued_or_routing_in_send_order(team):
+    db, conv, master, sub = team
+    ids = _queue(db, _values(conv, master, "first"), _values(conv, sub, "peer", source="sub_agent"),
+                 _values(conv, sub, "second"), _values(conv, master, "read"))
+    with db.write() as s:
+        assert store_in(s, _values(conv, master, "still routing"))
+        queue.take_in(s, ids[3], consumed_by="task-1")
+    other, other_master = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
+    _queue(db, _values(other, other_master, "elsewhere"))
+    unread = queue.waiting_user_messages(db, conv.id, (ROUTING, queue.QUEUED))
+    assert [r.content for r in unread] == ["first", "second", "still routing"]
+    assert [r.content for r in queue.waiting_user_messages(db, conv.id, (queue.QUEUED,))] == ["first", "second"]
