@@ -1,17 +1,32 @@
 """What keeps a process's work in hand across database trouble: heartbeats register again after a peer
-forgot us, and a task's final status is retried until written, never written twice, never over a take-over."""
+forgot us, and a turn's end (its final status, released agent, last events and the parent's notice, in one
+transaction: server/turns/end.py) is retried until written, never written twice, never over a take-over."""
 
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from modules.storage import processes
+from modules.agents.profiles import SUB_AGENT_KIND
+from modules.multi_agent import agent_state
+from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.message_router import MessageRouter
+from modules.storage import agents as agent_store
+from modules.storage import pending_messages as queue
+from modules.storage import processes, retry
+from modules.storage import tasks as task_store
 from modules.storage.db import Database
-from modules.storage.models import ServerProcess
+from modules.storage.models import ServerProcess, Task
+from server.sender import TaskEventSender
+from server.turns.end import finish_turn
+from server.turns.event_log import EventLog
+from server.turns.types import FAILED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.waiters import TurnWaiters
+from test.unit.teams import conversation_with_sub_agent
 
 
 class FlakyDatabase(Database):
@@ -72,3 +87,81 @@ def test_a_process_on_this_host_whose_pid_is_gone_is_gone_at_once(db):
         s.get(ServerProcess, me).pid = 2**22 + 7  # beyond pid_max: no such process
     assert processes.gone_processes(db, "someone-else", 10) == {me: processes.HOST}
     assert me not in processes.alive_processes(db, "someone-else", 10)
+
+
+# -- the end of a turn -------------------------------------------------------------------
+class Transport:
+    def __init__(self):
+        self.emitted = []
+
+    def emit(self, event_type, data, room):
+        self.emitted.append(event_type)
+
+
+@pytest.fixture
+def turn_end(db, monkeypatch):
+    """A sub-agent's turn in progress in this process ("me"), and what `finish_turn` needs of the runtime:
+    the real database, event log, agent states and router (its delivery observed), no sleeps between tries."""
+    naps = []
+    monkeypatch.setattr(retry.time, "sleep", naps.append)
+    conv, master, sub, manager = conversation_with_sub_agent(db)
+    states, router, delivered = AgentStates(db), MessageRouter(db), []
+    router.deliver = delivered.append
+    with Database.write(db) as s:
+        states.transition_in(s, sub.id, agent_state.RUNNING)
+        task = task_store.create_task_in(s, conversation_id=conv.id, agent_id=sub.id, task_type="sub_agent",
+                                         owner="me")
+    rt = SimpleNamespace(db=db, event_log=EventLog(db), agent_states=states, router=router, sub_agents=manager,
+                         commands=SimpleNamespace(has_running=lambda *args, **kwargs: False),
+                         membership=SimpleNamespace(process_id="me"),
+                         suggestions=SimpleNamespace(schedule=lambda **kwargs: None))
+    turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=sub.id, display_name=sub.display_name,
+                profile=None, kind=SUB_AGENT_KIND, parent_id=master.id,  # the end reads no profile
+                drained=[SimpleNamespace(seq=0)])
+    transport = Transport()
+    sender = TaskEventSender(rt.event_log, transport, task_id=task.id, conversation_id=conv.id, agent_id=sub.id)
+    end = lambda outcome: finish_turn(rt, turn, sender, outcome, TurnWaiters())  # noqa: E731
+    return SimpleNamespace(end=end, task_id=task.id, master=master, sub=sub, naps=naps, delivered=delivered,
+                           transport=transport)
+
+
+def _logged(db, task_id):
+    return [e.type for e in task_store.list_events(db, task_id)]
+
+
+def test_the_end_of_a_turn_is_retried_through_an_outage_and_written_once(db, turn_end):
+    t = turn_end
+    db.fail_before = 3
+    assert t.end(TurnOutcome(SUCCEEDED)) is True
+    assert len(t.naps) == 3 and t.naps == sorted(t.naps) and t.naps[0] > 0, "each try backs off, longer each time"
+    assert task_store.get_task(db, t.task_id).status == "succeeded"
+    assert agent_store.get_agent(db, t.sub.id).state == agent_state.COMPLETED
+    [notice] = queue.list_queued(db, t.master.id)
+    assert notice.content.startswith(f"[Sub-agent {t.sub.display_name} succeeded")
+    assert [n.id for n in t.delivered] == [notice.id]
+    assert _logged(db, t.task_id) == t.transport.emitted == ["agent_state", "task_complete"]
+
+
+def test_an_end_committed_whose_answer_was_lost_counts_as_written(db, turn_end):
+    t = turn_end
+    db.fail_after = 1
+    assert t.end(TurnOutcome(FAILED, {"code": "x", "message": "boom"})) is True
+    assert len(t.naps) == 1
+    task = task_store.get_task(db, t.task_id)
+    assert (task.status, task.error) == ("failed", {"code": "x", "message": "boom"})
+    assert agent_store.get_agent(db, t.sub.id).state == agent_state.IDLE
+    [notice] = queue.list_queued(db, t.master.id)
+    assert [n.id for n in t.delivered] == [notice.id]
+    assert _logged(db, t.task_id) == ["agent_state", "error"]  # once: the retry wrote nothing again
+
+
+def test_a_turn_another_process_took_over_keeps_its_end_and_sends_no_notice(db, turn_end):
+    t = turn_end
+    with Database.write(db) as s:
+        task = s.get(Task, t.task_id)
+        task.status, task.owner, task.error = "failed", "the-other-process", {"code": "interrupted"}
+    assert t.end(TurnOutcome(SUCCEEDED)) is False
+    task = task_store.get_task(db, t.task_id)
+    assert (task.status, task.owner, task.error) == ("failed", "the-other-process", {"code": "interrupted"})
+    assert queue.list_queued(db, t.master.id) == [] and t.delivered == []
+    assert _logged(db, t.task_id) == [] and t.transport.emitted == []
