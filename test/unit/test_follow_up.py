@@ -48,6 +48,20 @@ def test_rules_leave_the_rest_to_the_model(message, reply, active):
     assert not verdict(message, reply, active).continues
 
 
+@pytest.mark.parametrize(("message", "reply", "active"), [
+    ("好的，重新提交", "报销单已填好。确认提交吗？", "InfoAgent"),
+    ("换个城市，那上海呢", "杭州属二类城市：住宿每晚不超过 500 元。", "InfoAgent"),  # else: refers back
+    ("另外，第二个呢", "1. 全季 458 元/晚；2. 汉庭 320 元/晚。选哪家？", "BookingAgent"),
+    ("by the way, the second one", "Options: 1. 8:05, 2. 9:30. Which one?", "BookingAgent"),
+    ("换一个，靠窗的", "有靠窗和过道的座位，要哪种？", "BookingAgent"),  # else: a term of its own domain
+])
+def test_a_topic_switch_phrase_anywhere_in_the_message_vetoes_the_context_rules(message, reply, active):
+    """The veto is the rules' first word on the whole message, not on a message that is only the phrase: each
+    of these would otherwise go on with the active agent (it refers back, or names the agent's own term)."""
+    decided = verdict(message, reply, active)
+    assert (decided.decision, decided.reason) == ("undecided", "topic-switch phrase")
+
+
 def test_an_offered_chip_confirms_even_after_a_plain_statement():
     assert not verdict("确认", "Here is the plan: A, then B.", "MasterAgent").continues
     assert verdict("确认", "Here is the plan: A, then B.", "MasterAgent", offered=("确认", "换个方案")).continues
