@@ -1,5 +1,9 @@
 """Draining a queue on SQLite catches what only PostgreSQL used to: a drain that loses its `status` check
-consumes a message twice, one that loses its `order_by(seq)` reorders the queue (see conftest)."""
+consumes a message twice, one that loses its `order_by(seq)` reorders the queue (see conftest).
+
+The one-statement drain (UPDATE .. RETURNING) orders its rows itself: on SQLite they come in the order of the
+(target, status, seq) index whatever the pragma (it reverses SELECTs only), so only PostgreSQL, whose rows
+come in heap order (a requeued row moves to the end), shows a drain that lost that sort; hence both here."""
 
 from __future__ import annotations
 
@@ -11,15 +15,17 @@ from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.records import new_id, now
 from modules.storage.users import get_or_create_user
+from test.db_urls import fresh_database
 
 
-@pytest.fixture
-def agent(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
-    db.migrate()
-    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    yield db, conv, master
-    db.dispose()
+@pytest.fixture(params=["sqlite", "postgresql"])
+def agent(request, tmp_path):
+    with fresh_database(request.param, tmp_path) as url:
+        db = Database(url)
+        db.migrate()
+        conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+        yield db, conv, master
+        db.dispose()
 
 
 def _queue(db, conv, agent, texts):
