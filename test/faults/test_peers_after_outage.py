@@ -8,14 +8,13 @@ from test.faults.helpers import MASTER, Ledger, assert_settled, wait_back
 from test.faults.proxy import FaultProxy
 from test.scripted_llm import text, tool_calls
 
-REDIS = "redis://127.0.0.1:6379/0"
 OUTAGE_S = 11.0  # longer than the 10 s heartbeat timeout
 
 
-def test_a_long_outage_does_not_make_live_peers_look_gone(make_server, llm, tmp_path):
+def test_a_long_outage_does_not_make_live_peers_look_gone(make_server, llm, tmp_path, redis_url):
     with fresh_database("postgresql", tmp_path) as url, FaultProxy("127.0.0.1", 5432) as proxy:
         url = url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{proxy.port}/")
-        env = {"REDIS_URL": REDIS, "DB_TIMEOUT_S": "2"}
+        env = {"REDIS_URL": redis_url, "DB_TIMEOUT_S": "2"}  # a Redis database of this test's own
         runner = make_server(database_url=url, env=env)
         make_server(database_url=url, env=env)  # the peer that could wrongly take the runner's turn over
         llm.script(tool_calls(("run_command", {"command": f"sleep {OUTAGE_S + 2:g}"})), match=MASTER)
