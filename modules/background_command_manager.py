@@ -62,10 +62,9 @@ class Finish:
 
 @dataclass(frozen=True)
 class CommandStart:
+    """What the command's runner needs: the rest is in its row."""
+
     command_id: str
-    conversation_id: str
-    agent_id: str
-    agent_display_name: str
     command: str
     cwd: Path
     timeout_s: float
@@ -112,16 +111,14 @@ class BackgroundCommandManager:
         self._lock = threading.Lock()
 
     # -- starting --------------------------------------------------------
-    def start(self, conversation_id: str, agent_id: str, agent_display_name: str, command: str, cwd: Path,
-              timeout_s: float) -> str:
+    def start(self, conversation_id: str, agent_id: str, command: str, cwd: Path, timeout_s: float) -> str:
         """Record the command as running and start it; returns its id at once."""
         self.prune_logs()
-        start = CommandStart(new_id(), conversation_id, agent_id, agent_display_name, command, cwd, timeout_s)
+        start = CommandStart(new_id(), command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
         command_store.insert_running(self._db, BackgroundCommand(
             id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
-            status=RUNNING, output_truncated=False, timeout_s=timeout_s, log_path=str(log_path),
-            owner=self._owner, created_at=now(),
+            status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),
         ))
         with self._lock:
             self._cancel[start.command_id] = threading.Event()
@@ -145,7 +142,7 @@ class BackgroundCommandManager:
         # Its process has ended: from here a cancel is answered by the database (running until the finish
         # is written, then not), never by a flag nothing reads any more.
         with self._lock:
-            self._cancel.pop(start.command_id, None)
+            del self._cancel[start.command_id]
         self._submit(finish)
 
     def _record_pid(self, command_id: str, pid: int) -> None:

@@ -73,8 +73,7 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         return {"success": False, "error": str(exc)}
     if args.run_in_background:
         svc = ctx.require_services()
-        command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, ctx.agent_display_name, command,
-                                        ctx.workspace, timeout_s)
+        command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, command, ctx.workspace, timeout_s)
         return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}

@@ -66,7 +66,7 @@ def cmds(tmp_path):
 
 
 def _start_waiting(manager, conv, agent, ws, marker):
-    command_id = manager.start(conv.id, agent.id, agent.display_name, f"echo {marker}; sleep 60", ws, 120)
+    command_id = manager.start(conv.id, agent.id, f"echo {marker}; sleep 60", ws, 120)
     _wait(lambda: marker in manager.output_tail(manager.get(command_id)), f"{marker} running")
     return command_id
 
@@ -100,7 +100,7 @@ def test_a_cancel_once_the_end_is_written_says_it_has_ended(cmds):
         answers.append(manager.cancel(finish.command_id))
 
     manager._submit = submit_then_cancel
-    command_id = manager.start(conv.id, master.id, master.display_name, "echo quick", ws, 30)
+    command_id = manager.start(conv.id, master.id, "echo quick", ws, 30)
     _wait(lambda: answers, "the end written")
     assert manager.get(command_id).status == "succeeded" and answers == [False]
 
@@ -121,7 +121,7 @@ def test_a_cancel_for_a_command_of_another_process_is_flagged_and_signalled(cmds
 def test_a_flag_written_by_another_process_cancels_the_command_here(cmds):
     db, conv, master, _, _, manager, _, _, ws = cmds
     flagged = _start_waiting(manager, conv, master, ws, "flagged")
-    left = manager.start(conv.id, master.id, "MasterAgent", "echo left-alone; sleep 1; echo still-here; sleep 60",
+    left = manager.start(conv.id, master.id, "echo left-alone; sleep 1; echo still-here; sleep 60",
                          ws, 120)
     _wait(lambda: "left-alone" in manager.output_tail(manager.get(left)), "left-alone running")
     with db.write() as s:
@@ -195,7 +195,7 @@ def test_one_failed_delivery_does_not_keep_the_other_agents_asleep(cmds):
 
 def test_a_failing_command_ends_failed_with_its_exit_code(cmds):
     db, conv, master, _, _, manager, _, _, ws = cmds
-    command_id = manager.start(conv.id, master.id, "MasterAgent", "echo oops; exit 3", ws, 60)
+    command_id = manager.start(conv.id, master.id, "echo oops; exit 3", ws, 60)
     _wait(lambda: manager.get(command_id).status != "running", "the command's end")
     cmd = manager.get(command_id)
     assert (cmd.status, cmd.exit_code, cmd.error) == ("failed", 3, None)

@@ -1,10 +1,12 @@
 """The background-command finisher: a wave is one transaction and one delivery per agent, a timeout ends
-`timed_out`, and a database outage is retried until the finish (with its notice) is recorded.
+`timed_out`, a database outage is retried until the finish (with its notice) is recorded, a record the database
+refuses holds up no other, and one finisher at a time writes whatever ends meanwhile, however late it arrives.
 
 bench/notifications shows the cost of getting the batching wrong; these tests make it a failure."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from contextlib import contextmanager
@@ -104,14 +106,17 @@ def test_notices_queue_in_the_order_the_commands_ended(team):
     assert [n.meta["command_id"] for n in delivered] == [ids[0]]
 
 
-def test_an_outage_is_retried_until_the_finish_and_its_notice_are_recorded_once(team, monkeypatch):
+def test_an_outage_is_retried_until_the_finish_and_its_notice_are_recorded_once(team, monkeypatch, caplog):
     db, conv, master, _, manager, delivered = team
     naps = []
     monkeypatch.setattr(bcm.time, "sleep", naps.append)
     (command_id,) = _running(db, conv, master, 1)
-    db.fail_next = 3
-    manager._finish_reliably([_finish(command_id, now())])
-    assert len(naps) == 3 and naps == sorted(naps), "each failed attempt backs off, longer each time"
+    db.fail_next = 6
+    with caplog.at_level(logging.ERROR, logger=bcm.__name__):
+        manager._finish_reliably([_finish(command_id, now())])
+    assert naps == pytest.approx([0.4, 0.8, 1.6, 3.2, 6.4, 10.0]), "each try backs off twice as long, up to 10 s"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"could not record the end of command {command_id} (attempt {n})" for n in range(1, 7)]
     assert manager.get(command_id).status == "succeeded"
     assert manager.get(command_id).output_tail == f"out of {command_id}"
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == [command_id]
@@ -131,7 +136,7 @@ def test_a_command_past_its_timeout_ends_timed_out_and_says_so(team, tmp_path):
     db, conv, master, _, manager, delivered = team
     started = time.monotonic()
     # 3 s: long enough for `echo` to have run on any machine, far below the `sleep 30` it cuts short.
-    command_id = manager.start(conv.id, master.id, "MasterAgent", "echo begun; sleep 30", tmp_path / "ws", 3)
+    command_id = manager.start(conv.id, master.id, "echo begun; sleep 30", tmp_path / "ws", 3)
     deadline = time.monotonic() + 20
     while manager.get(command_id).status == "running":
         assert time.monotonic() < deadline, "the timed-out command never finished"
@@ -144,3 +149,127 @@ def test_a_command_past_its_timeout_ends_timed_out_and_says_so(team, tmp_path):
     assert notice.content.startswith(f"[Background command {command_id[:8]} timed_out")
     assert "timed out after 3 s" in notice.content and "begun" in notice.content
     assert [n.meta["command_id"] for n in delivered] == [command_id]
+
+
+def _refusing(manager, refused, times=1):
+    """The database refuses (for its content, not an outage) each finish of `refused` `times` times."""
+    real, left = manager._finish, {refused: times}
+
+    def finish(batch):
+        if any(left.get(f.command_id) for f in batch):
+            if len(batch) == 1:
+                left[refused] -= 1
+            raise ValueError("value refused by the database")
+        real(batch)
+
+    manager._finish = finish
+
+
+def test_a_record_the_database_refuses_is_written_without_its_output_and_holds_up_no_other(team, monkeypatch, caplog):
+    db, conv, master, _, manager, delivered = team
+    naps = []
+    monkeypatch.setattr(bcm.time, "sleep", naps.append)
+    ids = _running(db, conv, master, 3)
+    _refusing(manager, ids[1])
+    t0 = now()
+    unstorable = Finish(ids[1], "failed", 2, "unstorable", True, None, t0 + 1)
+    batch = [_finish(ids[0], t0), unstorable, _finish(ids[2], t0 + 2)]
+    with caplog.at_level(logging.ERROR, logger=bcm.__name__):
+        manager._finish_reliably(batch)
+    assert naps == [], "a refusal of the output is no outage: written again at once"
+    refused = manager.get(ids[1])
+    assert (refused.status, refused.exit_code, refused.output_tail, refused.output_truncated, refused.error) == (
+        "failed", 2, "", False, "its output could not be stored; see the command log")
+    assert [manager.get(i).output_tail for i in (ids[0], ids[2])] == [f"out of {ids[0]}", f"out of {ids[2]}"]
+    assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == ids
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not record the end of 3 background commands together; one by one",
+        f"the database refused the end of command {ids[1]}; recording it without its output (attempt 1)"]
+
+
+def test_a_record_refused_even_without_its_output_waits_as_for_an_outage(team, monkeypatch):
+    db, conv, master, _, manager, _ = team
+    naps = []
+    monkeypatch.setattr(bcm.time, "sleep", naps.append)
+    (command_id,) = _running(db, conv, master, 1)
+    _refusing(manager, command_id, times=3)
+    manager._finish_reliably([_finish(command_id, now())])
+    assert naps == pytest.approx([0.8, 1.6])  # not after the first refusal: that one was its output
+    assert manager.get(command_id).status == "succeeded" and manager.get(command_id).output_tail == ""
+
+
+def test_one_failed_delivery_keeps_no_other_agent_asleep_and_says_which(team, caplog):
+    db, conv, master, sub, manager, delivered = team
+    ids = _running(db, conv, master, 1) + _running(db, conv, sub, 1)
+
+    def deliver(notice):
+        if notice.target_agent_id == master.id:
+            raise RuntimeError("no route")
+        delivered.append(notice)
+
+    manager._router.deliver = deliver
+    with caplog.at_level(logging.ERROR, logger=bcm.__name__):
+        manager._finish_reliably([_finish(ids[0], now()), _finish(ids[1], now() + 1)])
+    assert [n.meta["command_id"] for n in delivered] == [ids[1]]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"could not deliver the notice of {ids[0]} to agent {master.id}"]
+    assert len(queue.list_queued(db, master.id)) == 1  # stored: the membership sweep wakes its agent
+
+
+def test_one_finisher_at_a_time_and_a_finish_handed_in_meanwhile_joins_its_next_batch(team):
+    db, conv, master, _, manager, _ = team
+    ids = _running(db, conv, master, 2)
+    real, entered, release, writers, busy = manager._finish_reliably, threading.Event(), threading.Event(), [], []
+
+    def finish_reliably(batch):
+        busy.append(1)
+        writers.append((threading.get_ident(), len(busy), [f.command_id for f in batch]))
+        entered.set()
+        release.wait(30)
+        real(batch)
+        busy.pop()
+
+    manager._finish_reliably = finish_reliably
+    first = _spawn(manager._submit, _finish(ids[0], now()))
+    assert entered.wait(30)
+    second = _spawn(manager._submit, _finish(ids[1], now()))
+    second.join(30)
+    assert not second.is_alive(), "a finish handed in while another is written must not wait to write itself"
+    release.set()
+    first.join(30)
+    assert [(n, batch) for _, n, batch in writers] == [(1, [ids[0]]), (1, [ids[1]])]
+    assert writers[0][0] == writers[1][0] == first.ident
+    assert [manager.get(i).status for i in ids] == ["succeeded", "succeeded"]
+
+
+class HookedLock:
+    """The manager's lock, with a hook run after its n-th release (while nobody holds it)."""
+
+    def __init__(self, hooks):
+        self._lock, self.releases, self.hooks = threading.Lock(), 0, hooks
+
+    def __enter__(self):
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        self.releases += 1
+        if hook := self.hooks.pop(self.releases, None):
+            hook()
+
+
+def test_a_finish_handed_in_as_the_finisher_leaves_is_written_by_a_new_one(team):
+    """The finisher found nothing more and is leaving, but has not said so yet: the finish handed in then sees a
+    finisher at work and returns; the leaving finisher must start another, or that command stays `running`."""
+    db, conv, master, _, manager, _ = team
+    ids = _running(db, conv, master, 2)
+    spawned = []
+    manager._spawn = lambda fn, *args: spawned.append((fn, args))
+    # releases: 1 handed in, 2 took the batch, 3 found the list empty (and leaves), 4 the late finish handed in
+    manager._lock = HookedLock({3: lambda: manager._submit(_finish(ids[1], now()))})
+    manager._submit(_finish(ids[0], now()))
+    assert manager.get(ids[0]).status == "succeeded" and manager.get(ids[1]).status == "running"
+    [(fn, args)] = spawned
+    fn(*args)
+    assert manager.get(ids[1]).status == "succeeded"
+    assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == ids
