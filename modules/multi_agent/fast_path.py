@@ -67,7 +67,7 @@ def load_routing_signals(path: Path | None) -> RoutingSignals:
     """Read a signals file; an optional list it lacks comes from the built-in file."""
     path = path or DEFAULT_SIGNALS_FILE
     data = read_toml(path, SignalsError)
-    defaults = read_toml(DEFAULT_SIGNALS_FILE, SignalsError) if path != DEFAULT_SIGNALS_FILE else data
+    defaults = data if path == DEFAULT_SIGNALS_FILE else read_toml(DEFAULT_SIGNALS_FILE, SignalsError)
     lists = {}
     for name in ("continuation", "topic_switch", *OPTIONAL_LISTS):
         words = data.get(name, defaults.get(name) if name in OPTIONAL_LISTS else None)

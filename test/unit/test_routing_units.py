@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modules.agents.profiles import DEFAULT_PROFILES_FILE, ProfileError, load_profiles
+from modules.multi_agent import fast_path
 from modules.multi_agent.fast_path import RoutingSignals, SignalsError, load_routing_signals, normalise
 from modules.multi_agent.pipeline import parse_intent
 from modules.suggestions import parse_suggestions
@@ -114,6 +115,55 @@ def test_bad_signals_file(tmp_path):
     path.write_text('continuation = ["ok"]\ntopic_switch = "x"\n')
     with pytest.raises(SignalsError, match="topic_switch"):
         load_routing_signals(path)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (None, "file not found"), ("continuation = [", "not valid TOML"),
+    ('topic_switch = []\n', "`continuation`"), ('continuation = ["ok"]\n', "`topic_switch`"),
+    ('continuation = ["ok", 1]\ntopic_switch = []\n', "`continuation`"),
+    ('continuation = ["ok"]\ntopic_switch = []\nfillers = "吧"\n', "`fillers`"),
+])
+def test_a_signals_file_that_cannot_be_used_is_refused_with_its_name(tmp_path, body, says):
+    """The two lists the fast path cannot do without are never taken from the built-in file."""
+    path = tmp_path / "s.toml"
+    if body is not None:
+        path.write_text(body)
+    with pytest.raises(SignalsError) as err:
+        load_routing_signals(path)
+    assert str(path) in str(err.value) and says in str(err.value)
+
+
+def test_a_broken_built_in_file_is_a_signals_error_too(tmp_path, monkeypatch):
+    path, broken = tmp_path / "s.toml", tmp_path / "default.toml"
+    path.write_text('continuation = ["ok"]\ntopic_switch = []\n')
+    broken.write_text("fillers = [")
+    monkeypatch.setattr(fast_path, "DEFAULT_SIGNALS_FILE", broken)
+    with pytest.raises(SignalsError, match="not valid TOML"):
+        load_routing_signals(path)
+
+
+def test_each_list_of_a_signals_file_lands_in_its_own_field(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('continuation = ["ok", " 确认 ", "ok"]\ntopic_switch = ["换个"]\nfillers = ["吧"]\n'
+                    'action = ["submit"]\nreference = ["这家"]\nnew_request = ["帮我"]\n'
+                    'attribute_prefix = ["周边"]\n')
+    signals = load_routing_signals(path)
+    assert (signals.quick_action_words, signals.topic_switch) == (("ok", "确认"), ("换个",))
+    assert (signals.reference, signals.new_request, signals.attribute_prefix) == (("这家",), ("帮我",), ("周边",))
+    assert signals.fillers == {("吧",)} and signals.action == {("submit",)}
+    assert signals.quick_actions() == ["ok", "确认"]
+
+
+def test_the_built_in_lists_all_load():
+    signals = load_routing_signals(None)
+    assert signals.quick_actions()[:3] == ["确定", "确认", "提交"] and len(signals.quick_actions()) == 40
+    assert all((signals.fillers, signals.action, signals.reference, signals.new_request, signals.attribute_prefix))
+
+
+def test_quick_actions_stop_at_forty_words():
+    words = [f"w{i}" for i in range(50)]
+    assert RoutingSignals.of(words, []).quick_actions() == words[:40]
+    assert RoutingSignals.of(words, []).quick_actions(limit=3) == words[:3]
 
 
 def test_a_signals_file_without_the_optional_lists_takes_the_built_in_ones(tmp_path):
