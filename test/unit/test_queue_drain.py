@@ -3,11 +3,13 @@ consumes a message twice, one that loses its `order_by(seq)` reorders the queue 
 
 The one-statement drain (UPDATE .. RETURNING) orders its rows itself: on SQLite they come in the order of the
 (target, status, seq) index whatever the pragma (it reverses SELECTs only), so only PostgreSQL, whose rows
-come in heap order (a requeued row moves to the end), shows a drain that lost that sort; hence both here."""
+come in heap order (a requeued row moves to the end), shows a drain that lost that sort; hence both here.
+MariaDB's own drain (look, then claim by primary key) runs on MariaDB, and forced on the others."""
 
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from modules.storage import conversations
@@ -18,7 +20,7 @@ from modules.storage.users import get_or_create_user
 from test.db_urls import fresh_database
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def agent(request, tmp_path):
     with fresh_database(request.param, tmp_path) as url:
         db = Database(url)
@@ -88,3 +90,33 @@ def test_requeued_messages_keep_their_place(agent):
     assert [r.id for r in queue.list_queued(db, master.id)] == ids
     with db.write() as s:
         assert [r.id for r in queue.drain_in(s, master.id, "t")] == ids
+
+
+@pytest.mark.parametrize("look_then_claim", [False, True], ids=["one-statement", "look-then-claim"])
+def test_a_drain_takes_its_own_agents_queue_only(agent, monkeypatch, look_then_claim):
+    db, conv, master = agent
+    if look_then_claim:
+        monkeypatch.setattr(queue, "_updates_return", lambda _session: False)
+    other_conv, other = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
+    theirs = _queue(db, other_conv, other, ["not yours"])
+    ours = _queue(db, conv, master, ["a", "b"])
+    with db.write() as s:
+        assert [r.id for r in queue.drain_in(s, master.id, "task-1")] == ours
+    assert [r.id for r in queue.list_queued(db, other.id)] == theirs
+
+
+def test_a_drain_is_one_round_trip_where_an_update_returns_its_rows(agent):
+    """SQLite and PostgreSQL claim and read the queue in one UPDATE .. RETURNING; MariaDB looks, claims, reads."""
+    db, conv, master = agent
+    ids = _queue(db, conv, master, ["a", "b", "c"])
+    statements = []
+    listener = lambda conn, cursor, statement, *args: statements.append(statement)  # noqa: E731
+    event.listen(db.engine, "before_cursor_execute", listener)
+    try:
+        with db.write() as s:
+            drained = [r.id for r in queue.drain_in(s, master.id, "task-1")]
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listener)
+    assert drained == ids
+    queries = [q for q in statements if q.split()[0].upper() in ("SELECT", "UPDATE")]
+    assert len(queries) == (3 if db.dialect == "mysql" else 1), queries

@@ -85,6 +85,16 @@ class Sender:
         return [t for t, _ in self.events]
 
 
+class Transport:
+    """The room's events outside any task log (`pending_count`)."""
+
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event_type, data, room):
+        self.events.append((event_type, data, room))
+
+
 @pytest.fixture
 def flow(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
@@ -95,9 +105,10 @@ def flow(tmp_path):
                                          owner="me")
     active = []
     rt = SimpleNamespace(db=db, router=MessageRouter(db), membership=SimpleNamespace(process_id="me"),
-                         settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"), services=None,
+                         settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"),
+                         services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
-                         workspace=lambda cid: tmp_path / "ws", tools=Tools(), model=Model(),
+                         workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
                          sandbox=Sandbox(mode="off"))
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
@@ -105,9 +116,9 @@ def flow(tmp_path):
     db.dispose()
 
 
-def queue_message(f, content):
+def queue_message(f, content, **meta):
     msg = PendingMessage.new(conversation_id=f.conv.id, target_agent_id=f.master.id, type="message",
-                             content=content, source_display_name="user", meta={"source": "user"})
+                             content=content, source_display_name="user", meta={"source": "user", **meta})
     with f.db.write() as s:
         f.rt.router.enqueue_in(s, msg)
 
@@ -170,6 +181,8 @@ def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_bloc
         f.conv.id, f.master.id, "MasterAgent", f.turn.task_id)
     assert ctx.workspace == f.rt.workspace(f.conv.id) and ctx.settings is f.rt.settings
     assert ctx.services is f.rt.services and ctx.emit == f.sender.emit and ctx.should_stop() is False
+    assert ctx.sandbox is f.rt.sandbox
+    assert [c.tool_call_id for c in f.rt.tools.contexts] == ["c0-run_command", "c1-ask_user"]
     f.turn.stop_event.set()
     assert ctx.should_stop() is True
     assert [m.name for m in message_store.list_messages(f.db, f.master.id) if m.role == "tool"] == [
@@ -300,6 +313,28 @@ def test_a_reply_that_arrives_after_a_take_over_is_not_stored(flow):
     f.rt.model = Model(ModelReply("too late", [], "stop"), during={0: taken_over})
     assert run(f) == TurnOutcome(STOPPED)
     assert history(f) == [] and "text_end" not in f.sender.types()
+
+
+def test_the_inline_batch_echoes_each_message_with_its_route_then_the_queue_size(flow):
+    f = flow
+    queue_message(f, "continue", route="fast_path")
+    queue_message(f, "and this", route="hil")
+    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
+    echoed = [(t, d) for t, d in f.sender.events if t in ("user_message", "route")]
+    [first, second] = [m.message_id for m in message_store.list_messages(f.db, f.master.id) if m.role == "user"]
+    assert [(t, d["message"]) for t, d in echoed if t == "user_message"] == [("user_message", "continue"),
+                                                                              ("user_message", "and this")]
+    assert [d for t, d in echoed if t == "route"] == [
+        {"route": "fast_path", "delivery": "injected_inline", "target_agent": "MasterAgent", "message_id": first},
+        {"route": "hil", "delivery": "injected_inline", "target_agent": "MasterAgent", "message_id": second}]
+    assert f.rt.transport.events == [("pending_count", {"agent_id": f.master.id, "conversation_id": f.conv.id,
+                                                        "pending_count": 0}, f.conv.id)]
+
+
+def test_an_empty_inline_batch_echoes_nothing(flow):
+    f = flow
+    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
+    assert f.sender.types() == ["tool_start", "tool_result"] and f.rt.transport.events == []
 
 
 def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
