@@ -86,10 +86,17 @@ def test_three_background_sub_agents_cost_two_follow_ups(server, llm):
 
 
 def test_completion_during_a_tool_round_arrives_inline(server, llm):
+    # The round's foreground command lasts until the test has seen the background one recorded as finished
+    # (its cue is a file in the workspace), so the notice is queued while the round runs, however busy the machine.
     llm.script(tool_calls(("run_command", {"command": "echo quick-bg", "run_in_background": True}),
-                          ("run_command", {"command": "sleep 0.5"})), match=MASTER)
+                          ("run_command", {"command": "for t in $(seq 6000); do [ -e go ] && break; sleep 0.01; done",
+                                           "timeout": 90})), match=MASTER)
     llm.script(text("Saw it."), match=MASTER)
     sent = server.send("go")
+    cid = sent["conversation_id"]
+    wait_until(lambda: [c["status"] for c in server.get(f"/api/background_commands?conversation_id={cid}")
+                        .json()["data"]] == ["succeeded"], what="the background command recorded as finished")
+    (server.data_dir / "workspaces" / cid / "go").touch()
     task = server.wait_task(sent["task_id"])
     assert task["status"] == "succeeded"
     types = event_types(task)

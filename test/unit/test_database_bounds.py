@@ -49,7 +49,7 @@ def test_a_sqlite_write_waits_for_another_connections_lock_then_gives_up(tmp_pat
         with pytest.raises(DatabaseUnavailable):
             with db.write():
                 pass
-        assert 0.4 < time.monotonic() - started < 2
+        assert 0.4 < time.monotonic() - started < 5  # its 0.5 s bound, not a wait for the lock's end
         assert db.probe(0.2) is not None  # reads go on; the probe takes the write lock
     finally:
         locker.rollback()
