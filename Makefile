@@ -70,12 +70,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# Mutation testing of the core (files in pyproject.toml's [tool.mutmut]) against the unit tests, on SQLite;
-# not part of `make test`. MUTANTS narrows it, e.g. MUTANTS='modules.storage.pending_messages*'. Results are
-# cached in mutants/ (delete it to start afresh); the report counts uncovered mutants as survivors.
+# Mutation testing of the core (files in pyproject.toml's [tool.mutmut]) against the unit tests (SQLite, and
+# PostgreSQL and MariaDB where a test runs there too); not part of `make test`. MUTANTS narrows it, e.g.
+# MUTANTS='modules.storage.pending_messages*'. Results are cached in mutants/ (delete it to start afresh); the
+# report counts uncovered mutants as survivors. Four children: many mutants only wait (a notice that never comes).
 MUTANTS ?=
 mutate: $(STAMP)
-	-$(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)
+	-$(VENV)/bin/mutmut run --max-children 4 $(MUTANTS)
 	$(PY) tools/mutation_report.py
 
 clean:

@@ -123,6 +123,8 @@ def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
         return stage, []
     if last.get("role") == "tool":
         return _summarise_tool_result(history, last), []
+    if (reported := _wave_report(history)) is not None:
+        return reported, []
     said = _text(last.get("content")) if last.get("role") == "user" else ""
     scripted = _mechanism(said, system, tools, len(history))
     if scripted is not None:
@@ -156,13 +158,6 @@ def _mechanism(said: str, system: str, tools: set[str], n: int) -> tuple[str, li
             return (f"{match.group(2)} asks me a question; I answer: {_CITIES[0]}.",
                     _call(n, "answer_sub_agent_question", {"question_id": match.group(1), "answer": _CITIES[0]}))
         return f"I was asked a question ({match.group(1)}), but I have no tool to answer it.", []
-    if match := _SUB_AGENT_NOTICE.match(said):
-        report = said.partition("Result:\n")[2].strip() or "(no report)"
-        return f"{match.group(1)} reported back ({match.group(2)}):\n\n{report}", []
-    if match := _COMMAND_NOTICE.match(said):
-        output = said.partition("Output (tail):\n")[2].strip()
-        tail = f"\n\n{_fenced(_clip(output))}" if output else " It printed nothing."
-        return f"The background command `{match.group(2)}` has {match.group(1)}.{tail}\n", []
     if said == _RESEARCH_TASK and "run_command" in tools:
         return ("Researching Lisbon (this takes a moment)...",
                 _call(n, "run_command", {"command": "sleep 2; echo 'Belem Tower, Alfama, Jeronimos Monastery'"}))
@@ -182,6 +177,31 @@ def _mechanism(said: str, system: str, tools: set[str], n: int) -> tuple[str, li
         return (f"Starting `{command}` in the background; I will tell you when it ends.",
                 _call(n, "run_command", {"command": command, "run_in_background": True}))
     return None
+
+
+def _notice_report(said: str) -> str | None:
+    """What the master says of one completion notice; None if `said` is no notice."""
+    if match := _SUB_AGENT_NOTICE.match(said):
+        report = said.partition("Result:\n")[2].strip() or "(no report)"
+        return f"{match.group(1)} reported back ({match.group(2)}):\n\n{report}"
+    if match := _COMMAND_NOTICE.match(said):
+        output = said.partition("Output (tail):\n")[2].strip()
+        tail = f"\n\n{_fenced(_clip(output))}" if output else " It printed nothing."
+        return f"The background command `{match.group(2)}` has {match.group(1)}.{tail}\n"
+    return None
+
+
+def _wave_report(history: list[dict]) -> str | None:
+    """A follow-up turn of the notification pool sees a wave of notices after its last reply (N-1 written to the
+    history, the last one starting the turn): the demo reports each, as a model would."""
+    trailing = []
+    for message in reversed(history):
+        if message.get("role") != "user":
+            break
+        trailing.append(_text(message.get("content")))
+    if not trailing or _notice_report(trailing[0]) is None:
+        return None
+    return "\n\n".join(r for said in reversed(trailing) if (r := _notice_report(said)) is not None)
 
 
 def _requested_command(said: str) -> str:

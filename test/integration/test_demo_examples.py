@@ -101,7 +101,8 @@ def test_every_example_shows_its_mechanism_and_every_event_conforms(demo):
         task = demo.wait_task(sent["task_id"], timeout=30)
         start = next(e["data"] for e in task["events"] if e["type"] == "tool_start")
         assert start["name"] == "run_command" and '"run_in_background": true' in start["arguments"]
-        _master_says(demo, cid, "background work done")
+        # (its reply at the start names the command too: the notice's report is what says how it ended)
+        _master_says(demo, cid, "`sleep 3; echo background work done` has succeeded")
         suggested = demo.wait_event(sent["task_id"], "suggestions")["questions"]
         assert suggested and set(suggested) <= set(EXAMPLES) and EXAMPLE_BACKGROUND_COMMAND not in suggested
 

@@ -97,6 +97,22 @@ def test_a_wave_is_one_transaction_and_one_delivery_per_agent(team):
     assert [r.meta["command_id"] for r in queue.list_queued(db, sub.id)] == ids[3:]
 
 
+def test_a_notice_is_named_by_its_command_and_carries_the_documented_metadata(team):
+    """Its id is the command's (a finish recorded twice could not queue two notices); its metadata is what
+    docs/API.md lists for a `user_message` of source `background_command`."""
+    db, conv, master, _, manager, delivered = team
+    (command_id,) = _running(db, conv, master, 1)
+    ended = now()
+    manager._finish_reliably([_finish(command_id, ended)])
+    [row] = queue.list_queued(db, master.id)
+    assert (row.id, row.type, row.source_display_name, row.target_agent_id) == (
+        f"cmd-{command_id}", "notice", "background_command", master.id)
+    assert row.meta == {"source": "background_command", "visibility": "compact",
+                        "auto_message_type": "background_command", "background_command_notice": True,
+                        "command_id": command_id, "status": "succeeded", "finished_at": ended}
+    assert row.content == bcm.build_command_notice_text(manager.get(command_id)) and delivered[0].id == row.id
+
+
 def test_notices_queue_in_the_order_the_commands_ended(team):
     db, conv, master, _, manager, delivered = team
     ids = _running(db, conv, master, 3)

@@ -67,6 +67,19 @@ def test_notices_are_reported():
     assert "`sleep 3; echo hi` has completed" in text and "hi" in text
 
 
+def test_a_wave_of_notices_is_reported_whole_in_one_reply():
+    """The notification pool's follow-up: the earlier notices are in the history, the last one starts the turn."""
+    history = [{"role": "system", "content": "You are MasterAgent."},
+               {"role": "user", "content": "[Sub-agent InfoAgent_1 completed in 2.1 s]\nResult:\nBelem Tower"},
+               {"role": "assistant", "content": "InfoAgent_1 reported back (completed):\n\nBelem Tower"},
+               {"role": "user", "content": "[Sub-agent InfoAgent_2 succeeded in 0.1 s]\nResult:\nLisbon it is"},
+               {"role": "user", "content": "[Background command 1234abcd succeeded, exit code 0, 3.3 s] `sleep 3`\n"
+                                           "(no output)"}]
+    text = DemoChatModel(chunk_delay_s=0).stream_chat(messages=history, tools=[]).content
+    assert text.startswith("InfoAgent_2 reported back (succeeded):\n\nLisbon it is\n\nThe background command "
+                           "`sleep 3` has succeeded.") and "Belem Tower" not in text
+
+
 def test_suggestions_offer_the_other_examples():
     system = "You suggest what the user may want to say next, after the assistant's reply."
     text, _ = reply(f"User said: {EXAMPLE_ASK_USER}\n\nAssistant replied: ok", [], system)

@@ -13,17 +13,20 @@ from modules.storage.models import PendingMessageRow
 from modules.storage.records import new_id, now
 from modules.storage.unrouted import ROUTING, store_in
 from modules.storage.users import get_or_create_user
+from test.db_urls import fresh_database
 from test.unit.teams import conversation_with_sub_agent
 
 LONG_TAKER = "ask:" + "x" * 96  # longer than the 64-character column: stored and matched cut to 64
 
 
-@pytest.fixture
-def team(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
-    conv, master, sub, _ = conversation_with_sub_agent(db)
-    yield db, conv, master, sub
-    db.dispose()
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def team(request, tmp_path):
+    """On each database: their upserts differ (MariaDB has no RETURNING, so it looks before it inserts)."""
+    with fresh_database(request.param, tmp_path) as url:
+        db = Database(url)
+        conv, master, sub, _ = conversation_with_sub_agent(db)
+        yield db, conv, master, sub
+        db.dispose()
 
 
 def _values(conv, agent, content, *, type_="message", source="user", question_id=None, id_=None):

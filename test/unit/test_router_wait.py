@@ -1,7 +1,7 @@
 """A blocked ask's wait on a clock of the test's own (`MessageRouter.wait_for_answer`): how often it looks at its
 stop and at its queue, that it ends at its deadline without spinning, and that an answer arriving with the stop
-is still handed over (it was taken from the queue: dropping it would lose it). And what the router and the
-session store log when the database or the store fails them."""
+is still handed over (it was taken from the queue: dropping it would lose it). What a router built with its
+defaults does, and what the router and the session store log when the database or the store fails them."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ import logging
 
 import pytest
 
-from modules.multi_agent import message_router
+from modules.multi_agent import agent_state, message_router
+from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import (
+    INJECTED_INLINE,
     QUEUED,
+    TRIGGERED_NEW_TURN,
     ActiveAgentSessionStore,
     MessageRouter,
     PendingMessage,
+    RouteResult,
 )
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database, DatabaseUnavailable
@@ -22,13 +26,18 @@ from test.unit.teams import conversation_with_sub_agent
 
 
 class Clock:
-    """`time` for the router: only the waits of the ask move it."""
+    """`time` for the router: only the waits of the ask, and sleeps, move it; `on_sleep` runs after each sleep."""
 
-    def __init__(self):
-        self.now = 0.0
+    def __init__(self, on_sleep=lambda: None):
+        self.now, self.on_sleep = 0.0, on_sleep
 
     def monotonic(self):
         return self.now
+
+    def sleep(self, seconds):
+        assert seconds > 0, "a zero sleep spins"
+        self.now += seconds
+        self.on_sleep()
 
 
 class Event:
@@ -63,7 +72,7 @@ def _clocked_wait(team, monkeypatch, timeout_s, **wait_kwargs):
     db, _, master, _ = team
     clock = Clock()
     monkeypatch.setattr(message_router, "time", clock)
-    router = MessageRouter(db, rescan_s=1.0)
+    router = MessageRouter(db)  # its default rescan period: a second
     scans = []
     take = router._take_queued_answer
     router._take_queued_answer = lambda waiter: scans.append(clock.now) or take(waiter)
@@ -75,7 +84,7 @@ def _clocked_wait(team, monkeypatch, timeout_s, **wait_kwargs):
 
 
 def test_a_wait_looks_at_its_stop_every_tenth_of_a_second(team, monkeypatch):
-    clock, waits, _, stops = _clocked_wait(team, monkeypatch, 2.0)
+    clock, waits, _, stops = _clocked_wait(team, monkeypatch, 2.0)  # its default poll period
     assert max(waits) == pytest.approx(0.1) and len(stops) >= 20
     assert clock.now == pytest.approx(2.0)
 
@@ -145,3 +154,37 @@ def test_a_failing_session_store_reads_as_no_active_agent_and_says_why(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "session store unreadable, taking the full pipeline: store down",
         "could not record the active agent InfoAgent_1: store down"]
+
+
+def _notice(conv, agent):
+    return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type="notice", content="[cmd]",
+                              source_display_name="background_command", meta={"source": "background_command"})
+
+
+def test_a_router_with_its_defaults_wakes_an_idle_agent_at_once_and_signals_no_peer(team):
+    db, conv, master, sub = team
+    woken = []
+
+    def no_settling(*args):
+        raise AssertionError("a router holds no notice back unless told to settle")
+
+    router = MessageRouter(db, spawn=no_settling, wake=lambda agent_id: woken.append(agent_id) or "task-1")
+    assert router.route_message(master.id, _notice(conv, master)) == RouteResult(TRIGGERED_NEW_TURN, "task-1")
+    states = AgentStates(db)
+    states.transition(sub.id, agent_state.RUNNING)
+    states.transition(sub.id, agent_state.WAITING)  # blocked in an ask of another process, maybe: nobody to tell
+    assert router.route_message(sub.id, _notice(conv, sub)).delivery == INJECTED_INLINE
+    assert woken == [master.id]
+
+
+def test_a_settling_router_holds_a_wave_at_most_half_a_second_by_default(team, monkeypatch):
+    db, conv, master, _ = team
+    spawned, woke_at = [], []
+    router = MessageRouter(db, spawn=lambda fn, *args: spawned.append((fn, args)), settle_s=0.05,
+                           wake=lambda agent_id: woke_at.append(clock.now))
+    clock = Clock(on_sleep=lambda: router.deliver(_notice(conv, master)))  # the wave never pauses
+    monkeypatch.setattr(message_router, "time", clock)
+    assert router.route_message(master.id, _notice(conv, master)).delivery == TRIGGERED_NEW_TURN
+    [(fn, args)] = spawned  # held back: its commands may still run (the default assumes they do)
+    fn(*args)
+    assert woke_at == [pytest.approx(0.5)] and len(spawned) == 1
