@@ -205,7 +205,7 @@ class BackgroundCommandManager:
             except (OperationalError, InterfaceError):
                 attempt += 1
                 log.exception("could not record the end of command %s (attempt %d)", finish.command_id, attempt)
-                time.sleep(min(0.2 * 2**attempt, 10.0))
+                time.sleep(_backoff_s(attempt))
             except Exception:
                 attempt += 1
                 log.exception("the database refused the end of command %s; recording it without its output "
@@ -213,7 +213,7 @@ class BackgroundCommandManager:
                 finish = replace(finish, output="", truncated=False,
                                  error="its output could not be stored; see the command log")
                 if attempt > 1:  # refused even so: not its output; wait as for an outage
-                    time.sleep(min(0.2 * 2**attempt, 10.0))
+                    time.sleep(_backoff_s(attempt))
 
     def _deliver_each(self, notices: list[PendingMessage]) -> None:
         """After the commit: one failed delivery must not keep the others' agents asleep (the membership
@@ -332,7 +332,7 @@ class BackgroundCommandManager:
         self._pruned_at = current
         running = {Path(c.log_path).name for c in command_store.list_running(self._db)}
         removed = 0
-        for path in self._logs_dir.glob("*.log") if self._logs_dir.is_dir() else ():
+        for path in self._logs_dir.glob("*.log"):  # none while no command has run
             try:
                 if path.name not in running and current - path.stat().st_mtime > self._log_retention_s:
                     path.unlink()
@@ -340,6 +340,11 @@ class BackgroundCommandManager:
             except FileNotFoundError:
                 continue
         return removed
+
+
+def _backoff_s(attempt: int) -> float:
+    """How long a finish waits before its next try: twice as long each time, at most 10 s."""
+    return min(0.2 * 2**attempt, 10.0)
 
 
 def _kill_if_same_process(pid: int, started: int | None) -> None:

@@ -211,6 +211,9 @@ def _aged_logs(tmp_path, names, days=8):
 
 def test_logs_are_pruned_at_most_hourly_unless_forced(tmp_path, monkeypatch):
     db, conv, master, router, manager, _ = _setup(tmp_path)
+    fresh = BackgroundCommandManager(db, router, sandbox=SANDBOX, logs_dir=tmp_path / "none yet", tail_chars=10,
+                                     spawn=_spawn)
+    assert fresh.prune_logs() == 0  # no command has run: no folder of logs yet
     logs = _aged_logs(tmp_path, ["a.log", "b.log", "c.log"])
     stat = Path.stat
 

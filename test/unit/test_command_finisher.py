@@ -208,9 +208,9 @@ def test_a_record_refused_even_without_its_output_waits_as_for_an_outage(team, m
     naps = []
     monkeypatch.setattr(bcm.time, "sleep", naps.append)
     (command_id,) = _running(db, conv, master, 1)
-    _refusing(manager, command_id, times=3)
+    _refusing(manager, command_id, times=7)
     manager._finish_reliably([_finish(command_id, now())])
-    assert naps == pytest.approx([0.8, 1.6])  # not after the first refusal: that one was its output
+    assert naps == pytest.approx([0.8, 1.6, 3.2, 6.4, 10.0, 10.0])  # not after the first refusal: its output
     assert manager.get(command_id).status == "succeeded" and manager.get(command_id).output_tail == ""
 
 

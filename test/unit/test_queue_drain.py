@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from modules.multi_agent.message_router import MessageRouter
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -105,18 +106,35 @@ def test_a_drain_takes_its_own_agents_queue_only(agent, monkeypatch, look_then_c
     assert [r.id for r in queue.list_queued(db, other.id)] == theirs
 
 
-def test_a_drain_is_one_round_trip_where_an_update_returns_its_rows(agent):
-    """SQLite and PostgreSQL claim and read the queue in one UPDATE .. RETURNING; MariaDB looks, claims, reads."""
-    db, conv, master = agent
-    ids = _queue(db, conv, master, ["a", "b", "c"])
+def _queries(db, work):
+    """The SELECTs and UPDATEs that `work` sends the database, and what `work` returned."""
     statements = []
     listener = lambda conn, cursor, statement, *args: statements.append(statement)  # noqa: E731
     event.listen(db.engine, "before_cursor_execute", listener)
     try:
-        with db.write() as s:
-            drained = [r.id for r in queue.drain_in(s, master.id, "task-1")]
+        result = work()
     finally:
         event.remove(db.engine, "before_cursor_execute", listener)
+    return [q for q in statements if q.split()[0].upper() in ("SELECT", "UPDATE")], result
+
+
+def test_a_drain_is_one_round_trip_where_an_update_returns_its_rows(agent):
+    """SQLite and PostgreSQL claim and read the queue in one UPDATE .. RETURNING; MariaDB looks, claims, reads."""
+    db, conv, master = agent
+    ids = _queue(db, conv, master, ["a", "b", "c"])
+
+    def drain():
+        with db.write() as s:
+            return [r.id for r in queue.drain_in(s, master.id, "task-1")]
+
+    queries, drained = _queries(db, drain)
     assert drained == ids
-    queries = [q for q in statements if q.split()[0].upper() in ("SELECT", "UPDATE")]
     assert len(queries) == (3 if db.dialect == "mysql" else 1), queries
+
+
+def test_an_empty_inline_batch_reads_no_history(agent):
+    """The inline batch after every tool round mostly finds nothing: then it costs the drain's look alone."""
+    db, conv, master = agent
+    router = MessageRouter(db)
+    queries, drained = _queries(db, lambda: router.consume_pending_messages(master.id, conv.id, "task-1"))
+    assert drained == [] and len(queries) == 1, queries
