@@ -43,7 +43,7 @@ def _setup(tmp_path, url=None):
     return db, conv, master, router, manager, delivered
 
 
-def _wait(predicate, timeout=10):
+def _wait(predicate, timeout=60):  # a bound for a busy machine: commands end in milliseconds
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -14,6 +14,10 @@ from modules.multi_agent.message_router import INJECTED_INLINE, RESOLVED, Pendin
 from modules.storage import pending_messages as queue
 from test.unit.router_team import Team, router_database, run_threads
 
+# How long an ask that will be answered may wait: a bound, not a measure (the answer comes in milliseconds on a
+# quiet machine; a busy one, with PostgreSQL shared by other suites, may take seconds).
+ANSWER_WAIT_S = 30
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request, tmp_path):
@@ -60,8 +64,8 @@ def test_answer_racing_the_wait_is_never_dropped(db):
         answer = team.message(team.master, asker, f"answer {round_}", "answer", question_id=qid)
         t = threading.Thread(target=team.router.route_message, args=(asker.id, answer))
         t.start()
-        got = team.router.wait_for_answer(waiter, 5, lambda: False)
-        t.join(5)
+        got = team.router.wait_for_answer(waiter, ANSWER_WAIT_S, lambda: False)
+        t.join(ANSWER_WAIT_S)
         assert got is not None and got.id == answer.id, f"round {round_}: the answer was dropped"
     assert team.router.consume_pending_messages(asker.id, team.conv.id, "inline") == []
 
@@ -79,8 +83,8 @@ def test_message_from_the_asked_agent_sent_before_the_question_does_not_answer_i
     answer = team.message(team.master, asker, "use the train", "answer", question_id=qid)
     timer = threading.Timer(0.3, team.router.route_message, args=(asker.id, answer))
     timer.start()
-    got = team.router.wait_for_answer(waiter, 5, lambda: False)
-    timer.join(5)
+    got = team.router.wait_for_answer(waiter, ANSWER_WAIT_S, lambda: False)
+    timer.join(ANSWER_WAIT_S)
     assert got is not None and got.id == answer.id
     inline = team.router.consume_pending_messages(asker.id, team.conv.id, "inline")
     assert [m.message_id for m in inline] == [guidance.id]
@@ -94,8 +98,8 @@ def test_any_message_from_the_asked_agent_while_waiting_resolves_the_ask(db):
     reply = team.message(team.master, asker, "just use the train", source_kind="guidance")
     timer = threading.Timer(0.1, team.router.route_message, args=(asker.id, reply))
     timer.start()
-    got = team.router.wait_for_answer(waiter, 5, lambda: False)
-    timer.join(5)
+    got = team.router.wait_for_answer(waiter, ANSWER_WAIT_S, lambda: False)
+    timer.join(ANSWER_WAIT_S)
     assert got is not None and got.id == reply.id
 
 

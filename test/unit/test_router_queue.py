@@ -223,7 +223,7 @@ def test_several_messages_to_an_idle_agent_start_one_turn_that_sees_all_in_order
         assert team.router.route_message(worker.id, m).delivery == INJECTED_INLINE
     harness = TurnHarness(team, worker)
     assert harness.wake(worker.id) is not None
-    harness.join(10)
+    harness.join(DEADLINE_S)
     assert harness.turns == 1
     history = team.user_history(worker)
     assert [m.message_id for m in history] == [m.id for m in msgs]
