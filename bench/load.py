@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -196,6 +197,12 @@ def report_soak(result: dict) -> int:
     return 0
 
 
+def _interrupted(_signum, _frame) -> None:
+    """A soak is often ended by a kill: unwind as on Ctrl-C, so the driver and the server go with the bench
+    (left behind, they kept streaming at a server whose model was gone)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--idle", type=int, default=5000, help="idle connected clients (5000)")
@@ -218,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / "frontend" / "node_modules" / "socket.io-client").exists():
         print("bench/load needs the UI's dependencies: `npm ci` in frontend/")
         return 1
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         return run(args)
     except KeyboardInterrupt:
