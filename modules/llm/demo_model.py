@@ -194,14 +194,14 @@ def _notice_report(said: str) -> str | None:
 def _wave_report(history: list[dict]) -> str | None:
     """A follow-up turn of the notification pool sees a wave of notices after its last reply (N-1 written to the
     history, the last one starting the turn): the demo reports each, as a model would."""
-    trailing = []
+    reports = []  # of the user-role messages after the last reply, newest first
     for message in reversed(history):
         if message.get("role") != "user":
             break
-        trailing.append(_text(message.get("content")))
-    if not trailing or _notice_report(trailing[0]) is None:
+        reports.append(_notice_report(_text(message.get("content"))))
+    if not reports or reports[0] is None:
         return None
-    return "\n\n".join(r for said in reversed(trailing) if (r := _notice_report(said)) is not None)
+    return "\n\n".join(r for r in reversed(reports) if r is not None)
 
 
 def _requested_command(said: str) -> str:
