@@ -22,9 +22,13 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
     sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+
+    def on_text(chunk: str) -> None:
+        sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
+
     return rt.model.stream_chat(
         messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
-        on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
+        on_text=on_text,
         should_stop=turn.stopped,
     )
 

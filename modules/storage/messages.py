@@ -60,7 +60,7 @@ def list_messages(db: Database, agent_id: str) -> list[Message]:
         return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
-def model_history(db: Database, agent_id: str) -> list[Row]:
+def model_history(db: Database, agent_id: str) -> list[Row[*tuple[Any, ...]]]:
     """Only the columns a model request carries, as plain rows: the whole history is read before every
     model call, and building ORM objects for it costs more than the query."""
     with db.read() as s:

@@ -25,7 +25,7 @@ def turn_is_ours(rt: TurnRuntime, turn: Turn) -> bool:
     return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
 
 
-def to_model_message(msg: Message | Row) -> dict[str, Any]:
+def to_model_message(msg: Message | Row[*tuple[Any, ...]]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": msg.role, "content": msg.content or ""}
     if msg.role == "assistant" and msg.tool_calls:
         out["tool_calls"] = msg.tool_calls
