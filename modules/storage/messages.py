@@ -68,6 +68,17 @@ def model_history(db: Database, agent_id: str) -> list[Row]:
                               .where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
+def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row]:
+    """The entries after `after_seq` (a context summary stands for the ones before), with the columns the
+    model's view needs: read by the (agent_id, seq) index, so a request's cost follows the tail, not the
+    whole history."""
+    with db.read() as s:
+        return list(s.execute(
+            select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id,
+                   Message.meta)
+            .where(Message.agent_id == agent_id, Message.seq > after_seq).order_by(Message.seq)))
+
+
 def last_written_at_in(session: Session, agent_id: str) -> float:
     """When the agent's newest history entry was written (0 for an empty history)."""
     return session.scalar(select(func.max(Message.created_at)).where(Message.agent_id == agent_id)) or 0.0
