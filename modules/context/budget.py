@@ -50,9 +50,11 @@ KNOWN_WINDOWS: dict[str, int] = {
     "llama-3.1": 131_072,
 }
 UNKNOWN_WINDOW = 32_768  # a model of no known name: a window most current models exceed
-COMPACT_AT = 0.8  # compaction starts when the request would pass this share of the budget
-COMPACT_TO = 0.4  # ... and keeps this share of it verbatim (the most recent messages)
+COMPACT_AT = 0.8  # compaction starts when the history would pass this share of the room it has
+COMPACT_TO = 0.4  # ... and keeps this share of that room verbatim (the most recent messages)
+SUMMARY_SHARE = 0.2  # ... and a summary of at most this share
 MAX_REPLY_RESERVE = 8_192
+REFUSED_SHARE = 0.7
 
 
 def known_window(model: str) -> int:
@@ -72,17 +74,19 @@ class ContextBudget:
         """The most a request (system prompt, tools, history) may hold."""
         return self.window - self.reserve
 
-    @property
-    def threshold(self) -> int:
-        return int(self.limit * COMPACT_AT)
+    def threshold(self, fixed: int) -> int:
+        """Compaction starts when a request passes this; `fixed`: what no compaction shortens (the system
+        prompt and tool definitions): the share applies to the room left after it."""
+        return fixed + int((self.limit - fixed) * COMPACT_AT)
 
-    @property
-    def tail_target(self) -> int:
-        return int(self.limit * COMPACT_TO)
+    def tail(self, fixed: int) -> int:
+        """What compaction keeps verbatim of the newest history."""
+        return int((self.limit - fixed) * COMPACT_TO)
 
-    def harder(self) -> ContextBudget:
-        """Half the window: after the provider refused a request this budget thought fit."""
-        return ContextBudget(self.window // 2, self.reserve // 2)
+    def refused_at(self, sent_tokens: int) -> ContextBudget:
+        """The budget after the provider refused a request of `sent_tokens` (estimated) that this budget
+        thought fit: requests of at most REFUSED_SHARE of that, the reply's reserve unchanged."""
+        return ContextBudget(int(min(self.limit, sent_tokens) * REFUSED_SHARE) + self.reserve, self.reserve)
 
 
 def budget_for(model: str, *, setting: int | None = None, profile: int | None = None) -> ContextBudget:
