@@ -12,25 +12,38 @@ from modules.storage.records import new_id
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
-from server.turns.context_window import ContextTooLarge, build_model_messages
+from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
 
-def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, *, harder: bool = False
-                  ) -> ModelReply:
+class _Overflow(Exception):
+    """The provider refused a request of `sent` (estimated) tokens as longer than its window."""
+
+    def __init__(self, sent: int, error: ModelError) -> None:
+        super().__init__(str(error))
+        self.sent, self.error = sent, error
+
+
+def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, *,
+                  refused_at: int | None = None) -> ModelReply:
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
-    messages = build_model_messages(rt, turn, sender, tools, harder=harder)
+    messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
-    if not harder:
+    if refused_at is None:
         sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
-    return rt.model.stream_chat(
-        messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
-        on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
-        should_stop=turn.stopped,
-    )
+    try:
+        return rt.model.stream_chat(
+            messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
+            on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
+            should_stop=turn.stopped,
+        )
+    except ModelError as exc:
+        if exc.code == CONTEXT_LENGTH_EXCEEDED and not exc.partial and refused_at is None:
+            raise _Overflow(request_tokens(messages, tools), exc) from exc
+        raise
 
 
 def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str) -> ModelReply:
@@ -38,11 +51,10 @@ def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, messa
     thought it fit, compacted harder and asked once more (README, "Long conversations")."""
     try:
         return _stream_reply(rt, turn, sender, message_id)
-    except ModelError as exc:
-        if exc.code != CONTEXT_LENGTH_EXCEEDED or exc.partial:
-            raise
-        log.warning("task %s overflowed the model's window (%s); compacting harder", turn.task_id, exc)
-    return _stream_reply(rt, turn, sender, message_id, harder=True)
+    except _Overflow as overflow:
+        log.warning("task %s: the model refused %d tokens as too long (%s); compacting harder",
+                    turn.task_id, overflow.sent, overflow.error)
+        return _stream_reply(rt, turn, sender, message_id, refused_at=overflow.sent)
 
 
 def _reply_marks(reply: ModelReply) -> dict[str, bool]:

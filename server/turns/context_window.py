@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from modules.context import compaction
-from modules.context.budget import ContextBudget, budget_for
+from modules.context.budget import SUMMARY_SHARE, ContextBudget, budget_for
 from modules.context.shorten import shorten_tokens
 from modules.context.view import HistoryRow, HistoryView
 from modules.llm import ModelError
@@ -56,12 +56,19 @@ def request_summary(rt: TurnRuntime, model: str, messages: list[dict[str, Any]])
     return reply.content.strip()
 
 
+def request_tokens(messages: list[dict[str, Any]], tools: list[dict] | None) -> int:
+    """The estimated size of a request (modules/llm/tokens.py)."""
+    return count_messages(messages) + count_tools(tools)
+
+
 def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools: list[dict] | None,
-                         *, harder: bool = False) -> list[dict[str, Any]]:
-    """The messages of the agent's next request, within its budget (`harder`: half of it, after the
-    provider refused a request the budget thought fit). Raises ContextTooLarge when nothing fits."""
+                         *, refused_at: int | None = None) -> list[dict[str, Any]]:
+    """The messages of the agent's next request, within its budget; `refused_at`: the size of a request
+    the provider refused as too long although the budget thought it fit (then the budget shrinks below it
+    and compaction goes as far as it can). Raises ContextTooLarge when nothing fits."""
     model = agent_model(rt, turn)
-    budget = agent_budget(rt, turn).harder() if harder else agent_budget(rt, turn)
+    harder = refused_at is not None
+    budget = agent_budget(rt, turn).refused_at(refused_at) if refused_at is not None else agent_budget(rt, turn)
     system = {"role": "system", "content": turn.profile.system_message(turn.display_name)}
     fixed = count_messages([system]) + count_tools(tools)
     room = budget.limit - fixed  # what the summary and the history may hold
@@ -74,16 +81,16 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
             message_store.history_after(rt.db, turn.agent_id, summary.through_seq if summary else -1)]
     view = HistoryView.of(rows, current)
     summary_tokens = _summary_tokens(summary)
-    if harder or fixed + summary_tokens + view.tokens > budget.threshold:
+    if harder or fixed + summary_tokens + view.tokens > budget.threshold(fixed):
         # First the cheap step: old tool results, then any long old message.
         view.shorten_where(max(64, room // 16), current_from_seq=current, roles=("tool",))
         view.shorten_where(room // 4, current_from_seq=current, roles=("user", "assistant"))
-    if harder or fixed + summary_tokens + view.tokens > budget.threshold:
-        tail = max(budget.tail_target - fixed - room // 5, room // 4)
+    if harder or fixed + summary_tokens + view.tokens > budget.threshold(fixed):
+        tail = budget.tail(fixed)
         split = compaction.choose_split(view.rows, view.sizes, tail)
         if split:
             before = fixed + summary_tokens + view.tokens
-            fresh = _summarise(rt, turn, summary, view.rows[:split], room, model)
+            fresh = _summarise(rt, turn, summary, view.rows[:split], room, budget.limit, model)
             if fresh is not None:
                 view.drop_first(split)
                 summary_tokens = _summary_tokens(fresh)
@@ -115,12 +122,13 @@ def _compact_model(rt: TurnRuntime, model: str) -> str:
 
 
 def _summarise(rt: TurnRuntime, turn: Turn, previous: Summary | None, span: list[HistoryRow], room: int,
-               model: str) -> Summary | None:
+               limit: int, model: str) -> Summary | None:
     """The summary of the previous one and `span`: one request per piece of the span that fits a request
-    (usually one). None when the model failed: the caller goes on without, if the request still fits."""
-    summary_tokens = room // 5
+    of `limit` tokens beside the prompt, the previous summary and the answer (usually one piece). None when
+    the model failed: the caller goes on without, if the request still fits."""
+    summary_tokens = int(room * SUMMARY_SHARE)
     words = compaction.summary_words(summary_tokens)
-    piece_tokens = max(room - 2 * summary_tokens - count_tokens(compaction.COMPACT_PROMPT), room // 4)
+    piece_tokens = max(limit - 2 * summary_tokens - count_tokens(compaction.COMPACT_PROMPT) - 16, room // 4)
     text = previous.content if previous else ""
     try:
         for piece in compaction.transcript_pieces(span, piece_tokens, line_tokens=max(64, room // 16)):
