@@ -20,6 +20,7 @@ class Summary:
     summarised_messages: int  # history entries this summary newly took in
     tokens_before: int  # the model's view before and after this summary (estimated tokens)
     tokens_after: int
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,15 @@ def latest(db: Database, agent_id: str) -> Summary | None:
 
 
 def add(db: Database, draft: SummaryDraft) -> Summary:
-    summary_id = new_id()
+    summary_id, created_at = new_id(), now()
     with db.write() as s:
         s.execute(insert(ContextSummary), [dict(
             summary_id=summary_id, conversation_id=draft.conversation_id, agent_id=draft.agent_id,
             through_seq=draft.through_seq, content=draft.content, summarised_messages=draft.summarised_messages,
             tokens_before=draft.tokens_before, tokens_after=draft.tokens_after, model=draft.model[:128],
-            task_id=draft.task_id, created_at=now())])
+            task_id=draft.task_id, created_at=created_at)])
     return Summary(summary_id, draft.through_seq, draft.content, draft.summarised_messages,
-                   draft.tokens_before, draft.tokens_after)
+                   draft.tokens_before, draft.tokens_after, created_at)
 
 
 def list_for_agent(db: Database, agent_id: str) -> list[Summary]:
@@ -63,7 +64,8 @@ def list_for_agent(db: Database, agent_id: str) -> list[Summary]:
     with db.read() as s:
         rows = s.execute(
             select(ContextSummary.summary_id, ContextSummary.through_seq, ContextSummary.content,
-                   ContextSummary.summarised_messages, ContextSummary.tokens_before, ContextSummary.tokens_after)
+                   ContextSummary.summarised_messages, ContextSummary.tokens_before, ContextSummary.tokens_after,
+                   ContextSummary.created_at)
             .where(ContextSummary.agent_id == agent_id).order_by(ContextSummary.id)
         ).all()
     return [Summary(*row) for row in rows]
