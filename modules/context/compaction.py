@@ -27,20 +27,25 @@ SUMMARY_HEADER = ("Summary of the earlier part of this conversation (the message
 
 def choose_split(rows: list[HistoryRow], sizes: list[int], tail_tokens: int) -> int:
     """How many of the oldest rows to summarise: as few as leave at most `tail_tokens` of rows after
-    them, split only before a row that is not a tool result (a call stays with its results), and never
-    past the newest such row (the latest messages always stay verbatim). 0: nothing can go."""
+    them, preferably starting the kept rows at a user message (some chat templates want one first after
+    the system message), split only before a row that is not a tool result (a call stays with its
+    results), and never past the newest such row (the latest messages always stay verbatim). 0: nothing
+    can go."""
     boundaries = [i for i in range(1, len(rows)) if rows[i].role != "tool"]
     if not boundaries:
         return 0
     suffix = 0
-    fitting = None
+    fitting: list[int] = []
     for i in range(len(rows) - 1, 0, -1):
         suffix += sizes[i]
         if suffix > tail_tokens:
             break
         if rows[i].role != "tool":
-            fitting = i
-    return fitting if fitting is not None else boundaries[-1]
+            fitting.append(i)
+    if not fitting:
+        return boundaries[-1]
+    users = [i for i in fitting if rows[i].role == "user"]
+    return min(users) if users else min(fitting)
 
 
 def render(row: HistoryRow) -> str:
