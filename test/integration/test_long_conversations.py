@@ -4,7 +4,9 @@ server against a scripted model that refuses, as providers do, every request lon
 from __future__ import annotations
 
 import pytest
+from pydantic import TypeAdapter
 
+from server.event_types import ContextCompactedEvent
 from test.scripted_llm import text
 from test.scripted_steps import text_of
 from test.windowed_model import OVERFLOW_ANSWERS, WindowedModel
@@ -38,9 +40,13 @@ def test_a_conversation_that_outgrows_the_window_goes_on_with_its_older_part_sum
     assert model.refused == []  # the budget saw every overflow coming
     assert compacted and model.summaries == len(compacted)  # one summary request each
     assert all(c["tokens_after"] < c["tokens_before"] and c["summary"] for c in compacted)
+    for event in compacted:
+        TypeAdapter(ContextCompactedEvent).validate_python(event)  # as the catalogue says
     assert max(model.sizes) <= WINDOW * 3 // 4  # the window less the reply's reserve
     stored = server.get(f"/api/conversations/{cid}/messages").json()["data"]
     assert [m["content"].split(":")[0] for m in stored if m["role"] == "user"] == [f"turn {n}" for n in range(1, 31)]
+    summaries = server.get(f"/api/conversations/{cid}/summaries").json()["data"]
+    assert [s["summary_id"] for s in summaries] == [c["summary_id"] for c in compacted]
     export = server.get(f"/api/conversations/{cid}/export?format=md").text
     assert all(f"turn {n}:" in export for n in range(1, 31))  # the stored history stays whole
 
