@@ -136,3 +136,15 @@ def test_a_newest_message_larger_than_the_window_cannot_be_sent(window):
     first = window.add(MessageDraft(role="user", content="x " * 4000))[0]
     with pytest.raises(ContextTooLarge, match="4000 tokens"):
         window.build(current_from=first.seq)
+
+
+def test_a_deleted_conversation_takes_its_summaries_with_it(window):
+    window.add(MessageDraft(role="user", content="INSTRUCTION keep it short"),
+               *[d for i in range(1, 20) for d in chat(i)])
+    window.build()
+    assert summary_store.latest(window.db, window.agent.id) is not None
+    conv_id = window.agent.conversation_id
+    user_id = conversations.get_conversation(window.db, conv_id).user_id
+    assert conversations.mark_deleted(window.db, conv_id, user_id)
+    assert conversations.purge_conversation(window.db, conv_id)  # foreign keys on: summaries go first
+    assert summary_store.latest(window.db, window.agent.id) is None
