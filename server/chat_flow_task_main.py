@@ -38,6 +38,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
         return rt.model.stream_chat(
             messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
             on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
+            on_reasoning=lambda chunk: sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk}),
             should_stop=turn.stopped,
         )
     except ModelError as exc:

@@ -71,6 +71,14 @@ class TextChunkEvent(TaskEventBase):
 
 
 @with_config(_STRICT)
+class ReasoningChunkEvent(TaskEventBase):
+    """The model's thinking as it streams (coalesced like `text_chunk`); never part of the reply's text."""
+
+    message_id: str
+    content: str
+
+
+@with_config(_STRICT)
 class TextEndEvent(TaskEventBase):
     """The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and
     `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit
@@ -211,6 +219,7 @@ EVENTS: dict[str, type] = {
     "route": RouteEvent,
     "ai_message_start": AiMessageStartEvent,
     "text_chunk": TextChunkEvent,
+    "reasoning_chunk": ReasoningChunkEvent,
     "text_end": TextEndEvent,
     "context_compacted": ContextCompactedEvent,
     "tool_start": ToolStartEvent,

@@ -40,6 +40,10 @@ def test_deepseek_thinking_with_a_tool_call_gets_its_reasoning_back_and_goes_on(
     follow_up = llm.wait_for_requests(2)[1].body["messages"]
     [with_calls] = [m for m in follow_up if m["role"] == "assistant"]
     assert with_calls["reasoning_content"] == THOUGHT
+    thinking = "".join(e["data"]["content"] for e in task["events"] if e["type"] == "reasoning_chunk")
+    assert thinking == THOUGHT + "It printed the date."  # streamed as it came, apart from the text
+    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == "text_chunk") == \
+        "Today is 2026-12-02."
     ends = [e["data"] for e in task["events"] if e["type"] == "text_end"]
     assert ends[0]["reasoning"] == THOUGHT and ends[-1] == {**ends[-1], "content": "Today is 2026-12-02.",
                                                            "reasoning": "It printed the date."}

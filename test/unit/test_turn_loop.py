@@ -42,7 +42,7 @@ class Model:
     def __init__(self, *replies, during=None):
         self.replies, self.during, self.requests = list(replies), during or {}, []
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning=None):
         self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
         if hook := self.during.get(len(self.requests) - 1):
             hook()

@@ -127,6 +127,11 @@ export class Timeline {
       case "text_chunk":
         this.onChunk(ev.data, agentId, taskId);
         break;
+      case "reasoning_chunk": {
+        const item = this.messages.get(str(ev.data.message_id));
+        if (item?.kind === "assistant" && !item.fromHistory && !item.done) item.reasoning = (item.reasoning ?? "") + str(ev.data.content);
+        break;
+      }
       case "text_end":
         this.onTextEnd(ev.data, agentId, taskId);
         break;

@@ -64,6 +64,16 @@ export interface PendingCountEvent {
   pending_count: number;
 }
 
+/** The model's thinking as it streams (coalesced like `text_chunk`); never part of the reply's text. */
+export interface ReasoningChunkEvent {
+  task_id: string;
+  conversation_id: string;
+  agent_id: string;
+  idx?: number;
+  message_id: string;
+  content: string;
+}
+
 /** Where a user's message went: sent to the room when routed (no `task_id`/`idx`), and logged in the receiving task after the `user_message` it routed. */
 export interface RouteEvent {
   route: "hil" | "fast_path" | "pipeline";
@@ -199,6 +209,7 @@ export interface ServerEventMap {
   route: RouteEvent;
   ai_message_start: AiMessageStartEvent;
   text_chunk: TextChunkEvent;
+  reasoning_chunk: ReasoningChunkEvent;
   text_end: TextEndEvent;
   context_compacted: ContextCompactedEvent;
   tool_start: ToolStartEvent;
@@ -218,7 +229,7 @@ export interface ServerEventMap {
 
 export type ServerEventType = keyof ServerEventMap;
 
-export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "text_end", "context_compacted", "tool_start", "tool_result", "tool_output", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
+export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "reasoning_chunk", "text_end", "context_compacted", "tool_start", "tool_result", "tool_output", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
 
 /** A task log entry (`GET /api/tasks/<id>` events), discriminated on `type`. */
 export type ServerEvent =
@@ -226,6 +237,7 @@ export type ServerEvent =
   | { type: "route"; data: RouteEvent }
   | { type: "ai_message_start"; data: AiMessageStartEvent }
   | { type: "text_chunk"; data: TextChunkEvent }
+  | { type: "reasoning_chunk"; data: ReasoningChunkEvent }
   | { type: "text_end"; data: TextEndEvent }
   | { type: "context_compacted"; data: ContextCompactedEvent }
   | { type: "tool_start"; data: ToolStartEvent }
