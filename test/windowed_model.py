@@ -12,10 +12,10 @@ from modules.llm.tokens import count_messages, count_tools
 from test.scripted_llm import ScriptedLLMServer
 from test.scripted_steps import COMPACT_MARKER, Step, dynamic, error, match_compaction, text, text_of
 
-# What providers answer to a request longer than the window: (status, message).
+# What providers answer to a request longer than the window: (status, message[, error code]).
 OVERFLOW_ANSWERS = {
     "openai": (400, "This model's maximum context length is 4096 tokens. However, your messages resulted in "
-                    "5000 tokens. Please reduce the length of the messages."),
+                    "5000 tokens. Please reduce the length of the messages.", "context_length_exceeded"),
     "deepseek": (400, "This model's maximum context length is 65536 tokens. However, you requested 70000 "
                       "tokens (70000 in the messages, 0 in the completion)."),
     "anthropic_proxy": (400, "prompt is too long: 210000 tokens > 200000 maximum"),
@@ -75,7 +75,8 @@ class WindowedModel:
         if size > self.window:
             with self.lock:
                 self.refused.append(size)
-            return error(*OVERFLOW_ANSWERS[self.overflow])
+            status, message, *code = OVERFLOW_ANSWERS[self.overflow]
+            return error(status, message, code=code[0] if code else None)
         if is_compaction(body):
             with self.lock:
                 self.summaries += 1
