@@ -41,8 +41,10 @@ def agent_model(rt: TurnRuntime, turn: Turn) -> str:
 
 
 def agent_budget(rt: TurnRuntime, turn: Turn) -> ContextBudget:
-    return budget_for(agent_model(rt, turn), setting=rt.settings.model_context_tokens,
-                      profile=turn.profile.context_tokens)
+    """The budget of the agent's model, below any size that model refused in this process."""
+    model = agent_model(rt, turn)
+    return rt.refused_sizes.within(model, budget_for(model, setting=rt.settings.model_context_tokens,
+                                                     profile=turn.profile.context_tokens))
 
 
 def current_from_seq(turn: Turn) -> int:
@@ -69,7 +71,9 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
     and compaction goes as far as it can). Raises ContextTooLarge when nothing fits."""
     model = agent_model(rt, turn)
     harder = refused_at is not None
-    budget = agent_budget(rt, turn).refused_at(refused_at) if refused_at is not None else agent_budget(rt, turn)
+    if harder:
+        rt.refused_sizes.refused(model, refused_at)
+    budget = agent_budget(rt, turn)
     system = {"role": "system", "content": turn.profile.system_message(turn.display_name)}
     fixed = count_messages([system]) + count_tools(tools)
     room = budget.limit - fixed  # what the summary and the history may hold

@@ -11,6 +11,7 @@ import pytest
 
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ModelReply
 from modules.llm.tokens import count_messages, count_tools
 from modules.storage import conversations
@@ -57,7 +58,8 @@ def window(tmp_path):
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
     model = Summariser()
     rt = SimpleNamespace(db=db, model=model, settings=Settings(llm_model="m", model_context_tokens=4000,
-                                                               llm_model_compact="small-model"))
+                                                               llm_model_compact="small-model"),
+                         refused_sizes=RefusedSizes())
 
     def add(*drafts: MessageDraft):
         return message_store.append_messages(db, conv.id, master.id, list(drafts))
