@@ -27,10 +27,16 @@ class _Overflow(Exception):
         self.sent, self.error = sent, error
 
 
+class _StoppedWhileCompacting(Exception):
+    """The user stopped the turn while its history was being summarised: no model request follows."""
+
+
 def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, *,
                   refused_at: int | None = None) -> ModelReply:
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
     messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
+    if turn.stopped():
+        raise _StoppedWhileCompacting
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
     if refused_at is None:
         sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
@@ -88,6 +94,8 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         message_id = new_id()
         try:
             reply = _reply_within_window(rt, turn, sender, message_id)
+        except _StoppedWhileCompacting:
+            return TurnOutcome(STOPPED)
         except ContextTooLarge as exc:
             log.warning("task %s: %s", turn.task_id, exc)
             return TurnOutcome(FAILED, {"code": "context_too_large", "message": str(exc)})

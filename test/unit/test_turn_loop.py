@@ -13,6 +13,7 @@ import pytest
 
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ModelError, ModelReply, ToolCall
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.storage import conversations
@@ -110,7 +111,7 @@ def flow(tmp_path):
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"))
+                         sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes())
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
