@@ -71,7 +71,7 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
     and compaction goes as far as it can). Raises ContextTooLarge when nothing fits."""
     model = agent_model(rt, turn)
     harder = refused_at is not None
-    if harder:
+    if refused_at is not None:
         rt.refused_sizes.refused(model, refused_at)
     budget = agent_budget(rt, turn)
     system = {"role": "system", "content": turn.profile.system_message(turn.display_name)}
