@@ -32,8 +32,9 @@ from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent import agent_state
+from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.follow_up import Verdict, domain_terms, judge
+from modules.multi_agent.follow_up import Verdict, judge
 from modules.multi_agent.pending import (
     INJECTED_INLINE,
     MESSAGE_TYPES,
@@ -356,12 +357,13 @@ class FastPath:
 
 class ActiveAgentFastPath:
     """Decides whether a user's message goes straight to the agent that reasoned last (`decide`), from the
-    store of who that is (`store`) and the rules of modules/multi_agent/follow_up.py. `stages` are the names of
-    routing stages that may be recorded as active: they are no agent, so never a fast-path target."""
+    store of who that is (`store`), the rules of modules/multi_agent/follow_up.py and the team's domain terms
+    (`vocabulary`, read from the profiles). `stages` are the names of routing stages that may be recorded as
+    active: they are no agent, so never a fast-path target."""
 
     def __init__(self, db: Database, store: ActiveAgentSessionStore, signals: RoutingSignals,
-                 keywords: dict[str, tuple[str, ...]], stages: tuple[str, ...]):
-        self._db, self.store, self._signals, self._keywords, self._stages = db, store, signals, keywords, stages
+                 vocabulary: TeamVocabulary, stages: tuple[str, ...]):
+        self._db, self.store, self._signals, self._vocabulary, self._stages = db, store, signals, vocabulary, stages
 
     def decide(self, conversation_id: str, agents: list[Agent], message: str) -> FastPath:
         active = self.store.get_active_agent(conversation_id)
@@ -374,8 +376,8 @@ class ActiveAgentFastPath:
 
     def verdict(self, target: Agent, message: str) -> Verdict:
         """The fast path's rules for `message` against what `target` (the active agent) last said."""
-        own, foreign = domain_terms(self._keywords, target.role)
         reply = message_store.last_reply(self._db, target.id)
         offered = task_store.offered_suggestions(self._db, reply.task_id, reply.message_id) \
             if reply is not None and reply.task_id else []
-        return judge(self._signals, message, reply.text if reply else None, own, foreign, tuple(offered))
+        return judge(self._signals, message, reply.text if reply else None, self._vocabulary.view(target.role),
+                     tuple(offered))

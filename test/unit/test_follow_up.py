@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 
 from modules.agents.profiles import load_profiles
+from modules.multi_agent.domain_vocabulary import DomainView, TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
-from modules.multi_agent.follow_up import ReplyContext, domain_terms, judge
+from modules.multi_agent.follow_up import ReplyContext, judge
 from modules.multi_agent.routing_stage import parse_combined
 from test.unit.test_routing_units import TOOLS
 
 SIGNALS = load_routing_signals(None)
 PROFILES = load_profiles(None, TOOLS)
-KEYWORDS = {name: p.keywords for name, p in PROFILES.items()}
+VOCABULARY = TeamVocabulary.of(PROFILES, SIGNALS)
 
 
 def verdict(message: str, reply: str | None, active: str, offered: tuple[str, ...] = ()):
-    own, foreign = domain_terms(KEYWORDS, active)
-    return judge(SIGNALS, message, reply, own, foreign, offered)
+    return judge(SIGNALS, message, reply, VOCABULARY.view(active), offered)
 
 
 @pytest.mark.parametrize(("message", "reply", "active"), [
@@ -68,10 +68,9 @@ def test_an_offered_chip_confirms_even_after_a_plain_statement():
 
 
 def test_a_term_after_an_attribute_prefix_belongs_to_the_current_subject():
-    keywords = {"RestaurantAgent": ("餐馆", "人均"), "AttractionAgent": ("景点", "门票")}
-    own, foreign = domain_terms(keywords, "RestaurantAgent")
-    assert judge(SIGNALS, "这家餐馆周边有哪些景点啊？", "推荐您去讲礼驴肉馆。", own, foreign).continues
-    assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", own, foreign).continues
+    domain = DomainView.of_terms(own=("餐馆", "人均"), foreign=("景点", "门票"))
+    assert judge(SIGNALS, "这家餐馆周边有哪些景点啊？", "推荐您去讲礼驴肉馆。", domain).continues
+    assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", domain).continues
 
 
 def test_reply_context():
