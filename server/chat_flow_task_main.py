@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str) -> ModelReply:
     messages = build_model_messages(rt, turn)
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
-    rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
+    if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
+        rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
     return rt.model.stream_chat(
         messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,

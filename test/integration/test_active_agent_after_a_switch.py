@@ -1,0 +1,59 @@
+"""Which agent is the active one after a message went through the pipeline or a background agent reasoned, through
+the real server: the agent that answered the user stays active (docs/API.md, the fast path)."""
+
+from __future__ import annotations
+
+import threading
+
+from test.conftest import wait_until
+from test.scripted_llm import match_system, text, tool_calls
+
+ROUTER = match_system("You are RoutingAgent")
+MASTER = match_system("You are MasterAgent")
+INFO = match_system("You are InfoAgent_1 ")
+CODER = match_system("You are CoderAgent_1 ")
+
+
+def test_a_continuation_after_a_switch_to_the_same_agent_goes_on_with_it(server, llm):
+    """"继续" asks the agent that just answered to go on, whatever that answer was: it needs no proposal."""
+    llm.script(text('{"query": "杭州差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
+    llm.script(text("杭州：住宿每晚 500 元以内。需要我再查别的城市吗？"), match=INFO)
+    first = server.send("帮我查一下杭州的差旅政策")
+    cid = first["conversation_id"]
+    assert server.wait_task(first["task_id"])["status"] == "succeeded"
+
+    llm.script(text('{"query": "换一个城市查差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
+    llm.script(text("好的，换哪个城市？"), match=INFO)
+    switched = server.send("换个城市", cid)
+    assert (switched["route"], switched["target_agent"]) == ("pipeline", "InfoAgent_1")
+    assert server.wait_task(switched["task_id"])["status"] == "succeeded"
+
+    for message in (" 好的，继续！", "好的，继续！"):
+        llm.script(text("好的，继续按上海的标准查。"), match=INFO)
+        sent = server.send(message, cid)
+        assert (sent["route"], sent["target_agent"]) == ("fast_path", "InfoAgent_1"), message
+        assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+
+
+def test_a_background_sub_agent_reasoning_does_not_take_the_user_from_the_agent_they_talk_with(server, llm):
+    """The pre-reasoning hook records only turns that serve the user's messages: a sub-agent working on the
+    master's task in the background reasons meanwhile, and the user's next "好的" still goes to the master."""
+    coder_thinks = threading.Event()
+    llm.script(text('{"query": "帮我写个脚本", "agent": "MasterAgent"}'), match=ROUTER)
+    llm.script(tool_calls(("create_sub_agent", {"role": "CoderAgent", "task": "write the script",
+                                                "run_in_background": True})), match=MASTER)
+    llm.script(text("已安排 CoderAgent 在后台写脚本。要我同时整理需求吗？"), match=MASTER)
+    llm.script(text("脚本写好了。", wait=coder_thinks), match=CODER)
+    first = server.send("帮我写个脚本")
+    cid = first["conversation_id"]
+    assert server.wait_task(first["task_id"])["status"] == "succeeded"
+    wait_until(lambda: any(CODER(r.body) for r in llm.requests), what="the background sub-agent's model call")
+
+    llm.script(text("好的，我来整理需求。"), match=MASTER)
+    sent = server.send("好的", cid)
+    try:
+        assert (sent["route"], sent["target_agent"]) == ("fast_path", "MasterAgent")
+        assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    finally:
+        llm.script(text("CoderAgent_1 已写好脚本。"), match=MASTER)  # the notice's turn
+        coder_thinks.set()
