@@ -157,11 +157,14 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
         return Verdict(UNDECIDED, "too long")
     names_own = domain.names_own(text)
     pointing = text.replace("其它", "其他")  # "other", not "it"
-    refers = any(contains(pointing, r) for r in signals.reference) or _ELLIPTIC.search(text) is not None
+    new_request = any(contains(text, p) for p in signals.new_request)
+    # "那上海呢" is elliptic; "那帮我订一张去新加坡的机票" opens a request of its own
+    elliptic = _ELLIPTIC.search(text) is not None and not new_request
+    refers = any(contains(pointing, r) for r in signals.reference) or elliptic
     answers = bool(reply) and bool(content_terms(text, signals) & content_terms(ReplyContext(reply).question, signals))
     if answers and not refers:
         return Verdict(CONTINUES, "answers the question of the last reply")
-    if any(contains(text, p) for p in signals.new_request) and not refers and not names_own:
+    if new_request and not refers and not names_own:
         return Verdict(UNDECIDED, "new request")
     if refers:
         return Verdict(CONTINUES, "refers back")

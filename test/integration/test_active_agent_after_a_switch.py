@@ -15,7 +15,7 @@ CODER = match_system("You are CoderAgent_1 ")
 
 
 def test_a_continuation_after_a_switch_to_the_same_agent_goes_on_with_it(server, llm):
-    """"继续" asks the agent that just answered to go on, whatever that answer was: it needs no proposal."""
+    """The pipeline sent "换个城市" back to the agent the user talks with: it answered, so it is the active one."""
     llm.script(text('{"query": "杭州差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
     llm.script(text("杭州：住宿每晚 500 元以内。需要我再查别的城市吗？"), match=INFO)
     first = server.send("帮我查一下杭州的差旅政策")
@@ -29,7 +29,7 @@ def test_a_continuation_after_a_switch_to_the_same_agent_goes_on_with_it(server,
     assert server.wait_task(switched["task_id"])["status"] == "succeeded"
 
     for message in (" 好的，继续！", "好的，继续！"):
-        llm.script(text("好的，继续按上海的标准查。"), match=INFO)
+        llm.script(text("好的，继续按上海的标准查。要我再对比一下北京吗？"), match=INFO)
         sent = server.send(message, cid)
         assert (sent["route"], sent["target_agent"]) == ("fast_path", "InfoAgent_1"), message
         assert server.wait_task(sent["task_id"])["status"] == "succeeded"
