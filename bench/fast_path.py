@@ -11,9 +11,13 @@ for the reply done. Then the acknowledgement: POST /api/tasks to new conversatio
 model that takes `--ack-model-ms` (default 1000) per request; the ack does not wait for it.
 
 Part 2, hit rate over bench/dialogues.json (hand-labelled Chinese and English dialogues,
-split into `dev`, read while the rules were written, and `held_out`, never tuned on), and
-Part 3 over CrossWOZ's validation split (bench/crosswoz/, labels from its dialogue acts, one
-agent per domain; its own `dev` and `held_out` halves). For each: hit rate (intended
+split into `dev`, read while the rules were written, and `held_out`, never tuned on),
+bench/switches.json (short requests that switch agent, corrections; held out) and
+bench/travel_en/ (English, a description-only team; `dev` and `held_out`), Part 3 over
+CrossWOZ's validation split (bench/crosswoz/, labels from its dialogue acts, one agent per
+domain; its own `dev` and `held_out` halves) and Part 3b over MultiWOZ 2.1's (bench/multiwoz/,
+labelled alike, English). Each set is scored with its profiles' `keywords` and without
+them (every agent's domain is read from its profile's text). For each: hit rate (intended
 continuations that take the fast path), misroutes (the fast path to an agent other than the
 labelled one), the fast path on topic switches, and routing requests before the agent per
 turn (0 on the fast path, 1 for the combined request), typed and with suggestion chips
@@ -21,7 +25,8 @@ clicked (the chip's word replaces the typed text where the set marks one). The p
 call the product's own rules; then the typed turns are replayed through a real server and
 every route it returns is compared with the prediction (the run fails on a mismatch).
 
-Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run;
+Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run; `--sets-only` for the
+scores of the labelled sets without any server;
 `--crosswoz-replay N` dialogues of CrossWOZ's held-out half replayed (default 40); `--help`.
 """
 
@@ -43,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/fast_path.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-from bench.fastpath import crosswoz, latency  # noqa: E402
+from bench.fastpath import crosswoz, latency, multiwoz  # noqa: E402
 from bench.fastpath.dialogue_set import SPLITS, Outcome, Turn, load_dialogues, score, simulate  # noqa: E402
 from bench.fastpath.model import StreamingModel  # noqa: E402
 from bench.fastpath.replay import BenchError, Replay, replay  # noqa: E402
@@ -200,6 +205,10 @@ def report_sets(args: argparse.Namespace, signals: RoutingSignals) -> tuple[list
     cw_typed = report_set(f"Part 3: CrossWOZ validation split ({crosswoz.DATA.name}), {len(cw)} dialogues, "
                           f"{sum(len(d) for d in cw)} user turns; no chips (the set has none)", cw, signals,
                           vocabularies(crosswoz.PROFILES, signals))
+    mw = multiwoz.load_multiwoz()
+    report_set(f"Part 3b: MultiWOZ 2.1 validation split ({multiwoz.DATA.name}), {len(mw)} dialogues, "
+               f"{sum(len(d) for d in mw)} user turns, English; a description-only team (both rows alike)", mw,
+               signals, vocabularies(multiwoz.PROFILES, signals))
     return dialogues, typed, cw, cw_typed
 
 

@@ -50,7 +50,7 @@ def stem(word: str) -> str:
         return w[:-3] + "y"
     if len(w) > 4 and w.endswith(("sses", "shes", "ches", "xes", "zes")):
         return w[:-2]
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "sis")) and w != "this":
         w = w[:-1]
     for suffix, keep in (("ing", 3), ("ed", 3)):
         if len(w) - len(suffix) >= keep and w.endswith(suffix):
@@ -138,7 +138,7 @@ class TeamVocabulary:
 
     def view(self, role: str) -> DomainView:
         if role not in self._views:
-            own, strong, foreign = set(), set(), set()
+            own, strong, foreign, named = set(), set(), set(), set()
             for term, by in self._weights.items():
                 mine = by.get(role, 0.0)
                 other = max((w for r, w in by.items() if r != role), default=0.0)
@@ -148,7 +148,10 @@ class TeamVocabulary:
                         strong.add(term)
                 elif other > mine + TIE_MARGIN:
                     foreign.add(term)
-            self._views[role] = DomainView(frozenset(own), frozenset(foreign), self._cjk_lengths, frozenset(strong))
+                    if other >= KEYWORD_WEIGHT or len(by) < 2:
+                        named.add(term)
+            self._views[role] = DomainView(frozenset(own), frozenset(foreign), self._cjk_lengths, frozenset(strong),
+                                           frozenset(named))
         return self._views[role]
 
     def terms_of(self, role: str) -> list[str]:
@@ -165,6 +168,13 @@ class DomainView:
     foreign: frozenset[str]
     cjk_lengths: list[int]
     strong: frozenset[str] = frozenset()  # own terms of its name, keywords or description: they tie a message
+    named: frozenset[str] | None = None  # foreign terms that name one domain (None: every foreign term)
+
+    def is_named(self, term: str) -> bool:
+        """Whether the term names another agent's domain: by that agent's name or keywords, or by one
+        description alone ("entrance fee"); not a property that several descriptions mention ("the address",
+        "the phone number" of a hotel, a hospital and the police)."""
+        return self.named is None or term in self.named
 
     def names_own(self, text: str) -> bool:
         return any(s.term in self.strong for s in self.spans(text)[0])
@@ -189,14 +199,15 @@ def _keyword_term(keyword: str) -> str:
     return norm
 
 
-def content_terms(text: str, signals: RoutingSignals) -> set[str]:
+@lru_cache(maxsize=1024)
+def content_terms(text: str, signals: RoutingSignals) -> frozenset[str]:
     """The terms of a text that may name something (English stems, Chinese bigrams), without the signals'
     language: what a message and the question it answers have in common ("leave" in "When do you want to
     leave?" and "I would like to leave on Saturday")."""
     stop = signal_terms(signals)
     norm = normalise(text)
     spans = [s for s in _english_spans(norm) if " " not in s.term] + _cjk_spans(norm, (2,))
-    return {s.term for s in spans if s.term not in stop and not _is_function(s.term, signals)}
+    return frozenset(s.term for s in spans if s.term not in stop and not _is_function(s.term, signals))
 
 
 @lru_cache(maxsize=8)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from modules.multi_agent.continuation import contains, normalise
+from modules.multi_agent.continuation import contains, length, normalise
 from modules.multi_agent.domain_vocabulary import DomainView, content_terms
 from modules.multi_agent.fast_path import RoutingSignals
 
-MAX_FOLLOW_UP_CHARS = 48
+MAX_FOLLOW_UP_CHARS = 48  # lengths as `continuation.length`: a Latin word counts two
 MAX_ANSWER_CHARS = 16
+MAX_REQUEST_CHARS = 24  # a longer message that opens a request is one of its own, even if it points back
 ATTRIBUTE_SPAN = 10  # characters between an attribute prefix and the term it governs ("周边都有哪些景点")
 NAME_OVERLAP = 4  # characters a message must share in a row with the last reply to name something in it
 
@@ -37,6 +38,7 @@ _OPTIONS = re.compile(r"(^|\n)\s*(\d+[.、)]|[-*•]|[a-c][.)])\s*\S|(1[.、)].*
 _ELLIPTIC = re.compile(r"^.{0,16}呢$|(\btoo|\bas well|\beither)$|^(那|那么|and |what about |how about )")
 _CLAUSE_BREAK = re.compile(r"[,，、;；.。!！?？]")
 _DIGIT = re.compile(r"\d")
+_DEFINITE = re.compile(r"\b(the|their|its|that|this|these|those|your)\s+([a-z'-]+\s+)?$")
 _OTHER = re.compile(r"其他|其它|别的|另外|other")
 _FIRST_CLAUSE = re.compile(r"^([^,，、;；.。!！?？]+)[,，、;；.。!！?？]\s*(.+)$")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff\w]+")
@@ -95,6 +97,9 @@ class Verdict:
 def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals) -> str | None:
     """The first term of another agent that is not an attribute of the current subject.
 
+    A property that several other agents' descriptions mention (not their names or keywords), after a definite
+    determiner ("the address", "their phone number"), asks about what the active agent just named.
+
     "这家餐馆周边有什么景点" asks the restaurant agent about its restaurant: a term right after an
     attribute prefix, within one clause, with no new request in between and no number constraining it
     afterwards ("周边的景点里哪个评分是 5 分" asks for sights), is an attribute."""
@@ -102,6 +107,8 @@ def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals) -> str
     for span in sorted(foreign, key=lambda s: s.start):
         if any(o.start <= span.start and span.end <= o.end for o in own):
             continue  # part of a longer term of the active agent ("店" in "酒店")
+        if not domain.is_named(span.term) and _DEFINITE.search(text[:span.start]):
+            continue  # "the phone number", "their address": a property of what was just named
         if not _is_attribute(text, span.start, span.end, signals):
             return span.term
     return None
@@ -153,7 +160,7 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
         if signals.acts_on_a_proposal(text) and not chip and not (reply and ReplyContext(reply).invites_action):
             return Verdict(UNDECIDED, "an action word, but the last reply proposed nothing")
         return Verdict(CONTINUES, "continuation")
-    if len(text) > MAX_FOLLOW_UP_CHARS:
+    if length(text) > MAX_FOLLOW_UP_CHARS:
         return Verdict(UNDECIDED, "too long")
     names_own = domain.names_own(text)
     pointing = text.replace("其它", "其他")  # "other", not "it"
@@ -166,6 +173,8 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
         return Verdict(CONTINUES, "answers the question of the last reply")
     if new_request and not refers and not names_own:
         return Verdict(UNDECIDED, "new request")
+    if new_request and length(text) > MAX_REQUEST_CHARS and not names_own:
+        return Verdict(UNDECIDED, "a long new request")
     if refers:
         return Verdict(CONTINUES, "refers back")
     if names_own:
