@@ -117,9 +117,9 @@ class TeamVocabulary:
         stop = signal_terms(signals)
         weights: dict[str, dict[str, float]] = {}
 
-        def add(role: str, terms: dict[str, float], weight: float) -> None:
+        def add(role: str, terms: dict[str, float], weight: float, explicit: bool = False) -> None:
             for term, early in terms.items():
-                if term in stop or _is_function(term, signals):
+                if not explicit and (term in stop or _is_function(term, signals)):
                     continue
                 score = weight + POSITION_BONUS * early
                 if score > weights.setdefault(term, {}).get(role, 0.0):
@@ -131,7 +131,7 @@ class TeamVocabulary:
             add(name, _field_terms(p.system_prompt), PROMPT_WEIGHT)
             if use_keywords:
                 for k in p.keywords:
-                    add(name, {_keyword_term(k): 1.0}, KEYWORD_WEIGHT)
+                    add(name, {_keyword_term(k): 1.0}, KEYWORD_WEIGHT, explicit=True)
         for term in [t for t, by in weights.items() if len(by) == len(profiles)]:
             del weights[term]  # every profile has it: it names nobody
         return cls(weights)
@@ -214,13 +214,16 @@ def content_terms(text: str, signals: RoutingSignals) -> frozenset[str]:
 def signal_terms(signals: RoutingSignals) -> frozenset[str]:
     """The routing signals' language around a domain (docs/API.md, `ROUTING_SIGNALS`): continuation words
     that act on nothing ("ok", "谢谢"), fillers, references, attribute prefixes and topic-switch phrases, and
-    every word of them, and its function words. Action words ("预订", "submit"), new-request phrases and
-    fillers that name what is confirmed ("booking", "order") may name a domain: kept."""
+    every word of them, and its function words; of the action words, the entries themselves ("confirm",
+    "预订": "confirms" in a description must not keep "确认"/"confirm" from the agent that proposed it), not the
+    words of a longer one ("book" of "book it"). New-request phrases and fillers that name what is confirmed
+    ("booking", "order") may name a domain: kept. A profile's `keywords` are terms even when listed here."""
     plain = signals.continuation - signals.action
     fillers = [u for u in signals.fillers if not all(x.isascii() for x in u) or len(" ".join(u)) <= 4]
     phrases = [" ".join(u) if all(x.isascii() for x in u) else "".join(u) for u in (*plain, *fillers)]
     phrases += [*signals.reference, *signals.attribute_prefix, *signals.topic_switch, *signals.function_words]
-    stop: set[str] = set()
+    stop: set[str] = {" ".join(stem(w) for w in u) if all(x.isascii() for x in u) else "".join(u)
+                      for u in signals.action}
     for p in phrases:
         if p.isascii():
             words = [stem(w) for w in _WORD.findall(p)]

@@ -57,3 +57,25 @@ def test_a_background_sub_agent_reasoning_does_not_take_the_user_from_the_agent_
     finally:
         llm.script(text("CoderAgent_1 已写好脚本。"), match=MASTER)  # the notice's turn
         coder_thinks.set()
+
+
+def test_a_message_correcting_away_from_the_active_agent_asks_the_model_and_its_agent_stays_active(server, llm):
+    """"不是这个" after a reply never goes to the agent it corrects (it would stay active, and take the next
+    follow-ups too): the routing request decides, and the agent it names is the active one from then on."""
+    llm.script(text('{"query": "杭州差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
+    llm.script(text("杭州：住宿每晚 500 元以内。"), match=INFO)
+    first = server.send("帮我查一下杭州的差旅政策")
+    cid = first["conversation_id"]
+    assert server.wait_task(first["task_id"])["status"] == "succeeded"
+
+    booking = match_system("You are BookingAgent_1 ")
+    llm.script(text('{"query": "不是查政策，是要订杭州的酒店", "agent": "BookingAgent"}'), match=ROUTER)
+    llm.script(text("好的，杭州哪天入住？住几晚？"), match=booking)
+    corrected = server.send("不是这个", cid)
+    assert (corrected["route"], corrected["target_agent"]) == ("pipeline", "BookingAgent_1")
+    assert server.wait_task(corrected["task_id"])["status"] == "succeeded"
+
+    llm.script(text("好的，3月12日入住两晚，确认预订吗？"), match=booking)
+    follow = server.send("3月12号，两晚", cid)
+    assert (follow["route"], follow["target_agent"]) == ("fast_path", "BookingAgent_1")
+    assert server.wait_task(follow["task_id"])["status"] == "succeeded"
