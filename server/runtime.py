@@ -13,10 +13,11 @@ from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.llm import ChatModel
+from modules.multi_agent.active_agent import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore, MessageRouter
+from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.pipeline import INTENT, REWRITER
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions

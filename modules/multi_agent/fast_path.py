@@ -1,5 +1,5 @@
 """The word lists of the fast path, which say a message merely continues; the fast path itself (who reasoned last,
-and the decision) is in modules/multi_agent/message_router.py.
+and the decision) is in modules/multi_agent/active_agent.py.
 
 `RoutingSignals` holds the configurable lists (`ROUTING_SIGNALS`, else the built-in
 `default_routing_signals.toml`); `continuation` decides on words alone, `follow_up`

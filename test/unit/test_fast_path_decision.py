@@ -1,4 +1,4 @@
-"""The active-agent fast path's decision (`ActiveAgentFastPath.decide`, modules/multi_agent/message_router.py) on a
+"""The active-agent fast path's decision (`ActiveAgentFastPath.decide`, modules/multi_agent/active_agent.py) on a
 real database: which agent it would go to, and when it is taken."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from modules.agents.profiles import AgentProfile
+from modules.multi_agent.active_agent import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
-from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
