@@ -37,7 +37,8 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
     if turn.stopped():
         raise _StoppedWhileCompacting
-    rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
+    if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
+        rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     if refused_at is None:
         sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
 
