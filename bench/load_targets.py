@@ -8,6 +8,7 @@ the driver fails. All of them stop with the context, however it ends.
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from deploy.run_cluster import Cluster
-from test.conftest import ServerProcess, free_port, redis_url
+from test.conftest import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -72,7 +73,10 @@ def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, st
         server_env = {"OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "test-key", "LLM_MODEL": "scripted-model",
                       "LLM_BACKOFF_BASE_S": "0.05", "LLM_TIMEOUT_S": "20", **env}
         data_dir.mkdir(parents=True, exist_ok=True)
-        cluster = Cluster(database_url, redis_url(), free_port(), [free_port() for _ in range(processes)],
+        # Redis pub/sub ignores database numbers, but the cluster names its channels after one (README): a
+        # number of this run's own, as the suite's tests take theirs (test/conftest.py).
+        redis_url = f"redis://127.0.0.1:6379/{os.getpid() % 15 + 1}"
+        cluster = Cluster(database_url, redis_url, free_port(), [free_port() for _ in range(processes)],
                           env=server_env, run_dir=data_dir)
         with cluster:
             label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
