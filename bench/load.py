@@ -18,7 +18,7 @@ Printed: connected, completed, events lost, first-chunk and completion p50/p99 (
 send), the server's added latency over the model's own streaming time, events/s, log rows
 per streamed reply, server RSS and memory per idle connection, and the goals met/missed.
 
-Each run first drives the bare relay (bench/relay.py: Flask-SocketIO, eventlet and the official openai
+Each run first drives the bare relay (bench/streaming/relay.py: Flask-SocketIO, eventlet and the official openai
 client streaming the same model, with no database, routing or history), then the product, with the same
 clients, and prints both side by side with their ratio: how far the product is from what the stack allows
 (issue 26).
@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/load.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-from bench import load_targets  # noqa: E402
-from bench.load_report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
+from bench.streaming import targets as load_targets  # noqa: E402
+from bench.streaming.report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
 from test.scripted_llm import ScriptedLLMServer, is_stage_request  # noqa: E402
 from test.scripted_llm import text as text_step  # noqa: E402
 

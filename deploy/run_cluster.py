@@ -24,6 +24,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf"
@@ -84,6 +85,7 @@ class Cluster:
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chat-cluster-")))
     servers: list[subprocess.Popen] = field(default_factory=list)
     nginx: subprocess.Popen | None = None
+    _logs: list[IO[bytes]] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -97,6 +99,7 @@ class Cluster:
         if self.database_url.startswith("sqlite"):
             raise ClusterError("several processes need one PostgreSQL or MySQL database; SQLite is for one process")
         nginx = ensure_nginx()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             for k, port in enumerate(self.backend_ports):
                 self.servers.append(self._start_server(k, port))
@@ -115,8 +118,10 @@ class Cluster:
             raise
         return self
 
-    def _log(self, name: str):
-        return open(self.run_dir / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+    def _log(self, name: str) -> IO[bytes]:
+        log = open(self.run_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed in stop(); the child writes it)
+        self._logs.append(log)
+        return log
 
     def _start_server(self, k: int, port: int) -> subprocess.Popen:
         env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, **self.env}
@@ -135,6 +140,9 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
     def log_tail(self, chars: int = 3000) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}"

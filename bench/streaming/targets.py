@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-
 from deploy.run_cluster import Cluster
 from test.conftest import ServerProcess, free_port
+from test.db_urls import fresh_database
 
-ROOT = Path(__file__).resolve().parent.parent
-PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-RELAY_LAUNCHER = [str(ROOT / "bench" / "relay.py")]
+ROOT = Path(__file__).resolve().parents[2]
+RELAY_LAUNCHER = [str(ROOT / "bench" / "streaming" / "relay.py")]
 
 
 @dataclass(frozen=True)
@@ -30,21 +27,6 @@ class Target:
     url: str
     pids: list[int]
     log_text: Callable[[], str]
-
-
-@contextlib.contextmanager
-def fresh_pg_database() -> Iterator[str]:
-    """A throw-away PostgreSQL database, dropped at the end."""
-    name = f"bench_load_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @contextlib.contextmanager
@@ -59,7 +41,7 @@ def relay(llm_url: str, data_dir: Path) -> Iterator[Target]:
 @contextlib.contextmanager
 def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) -> Iterator[Target]:
     with contextlib.ExitStack() as stack:
-        database_url = stack.enter_context(fresh_pg_database()) if database == "postgresql" else None
+        database_url = stack.enter_context(fresh_database("postgresql", data_dir)) if database == "postgresql" else None
         server = ServerProcess(data_dir, llm_url, database_url=database_url, env=env).start(timeout=60)
         stack.callback(server.stop)
         yield Target(f"product ({database})", server.url, [server.proc.pid], server.log_text)
@@ -69,7 +51,7 @@ def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) ->
 def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, str]) -> Iterator[Target]:
     """`processes` product processes on one fresh PostgreSQL database and a Redis database of their own,
     behind nginx (deploy/run_cluster.py)."""
-    with fresh_pg_database() as database_url:
+    with fresh_database("postgresql", data_dir) as database_url:
         server_env = {"OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "test-key", "LLM_MODEL": "scripted-model",
                       "LLM_BACKOFF_BASE_S": "0.05", "LLM_TIMEOUT_S": "20", **env}
         data_dir.mkdir(parents=True, exist_ok=True)

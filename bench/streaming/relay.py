@@ -17,7 +17,7 @@ comes. The request goes through the official client's raw streaming response (`w
 SSE lines parsed with `json.loads`, the cheapest path the client offers, so the figure is the stack's floor.
 The events' log is a list in memory, kept only for the driver's check (a few hundred bytes per stream).
 
-Run: `python bench/relay.py --port P` with OPENAI_BASE_URL, OPENAI_API_KEY, LLM_MODEL in the environment.
+Run: `python bench/streaming/relay.py --port P` with OPENAI_BASE_URL, OPENAI_API_KEY, LLM_MODEL in the environment.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import openai  # noqa: E402
 from flask import Flask, jsonify, request  # noqa: E402
 from flask_socketio import SocketIO, join_room  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `python bench/relay.py` puts bench/ first, not the project
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `python bench/streaming/relay.py` puts bench/streaming/ first, not the project
     sys.path.insert(0, str(ROOT))
 
 from run import connection_capacity  # noqa: E402
