@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test smoke lock lint typecheck bench clean frontend sandbox browser mutate
+.PHONY: run test smoke lock lint typecheck bench clean frontend sandbox browser nginx mutate
 
 FRONTEND_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
 	$(wildcard frontend/index.html frontend/package.json frontend/vite.config.ts frontend/tsconfig*.json)
@@ -51,6 +51,15 @@ browser:
 	  else echo "the browser tests need Chromium and a CJK font; run: sudo apt-get install -y chromium fonts-noto-cjk"; \
 	    exit 1; fi; }
 
+# The cluster test (test/integration/test_nginx_cluster.py) and `bench/load.py --processes N` put several
+# processes behind Debian's nginx (deploy/): installed like the browser, else the one command to run.
+nginx:
+	@[ -x /usr/sbin/nginx ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx) >/dev/null \
+	      || { echo "could not install nginx; run: apt-get install -y nginx"; exit 1; }; \
+	  else echo "the cluster test needs nginx; run: sudo apt-get install -y nginx"; exit 1; fi; }
+
 run: $(STAMP) $(FRONTEND_DIST) sandbox
 	$(PY) run.py
 
@@ -59,7 +68,7 @@ run: $(STAMP) $(FRONTEND_DIST) sandbox
 smoke: $(STAMP)
 	$(PY) -m pytest -q -p no:schemathesis -p no:hypothesispytest test/smoke
 
-test: $(STAMP) $(FRONTEND_DIST) sandbox browser smoke
+test: $(STAMP) $(FRONTEND_DIST) sandbox browser nginx smoke
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	cd frontend && npm test --silent

@@ -17,13 +17,19 @@ const START = Date.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
 
+// The summed RSS of the server's processes (one, or several behind a balancer).
 function rssKb() {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${cfg.serverPid}/status`, "utf8"));
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
+  let total = 0;
+  for (const pid of cfg.serverPids) {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"));
+      if (!m) return null;
+      total += Number(m[1]);
+    } catch {
+      return null;
+    }
   }
+  return total;
 }
 
 function connect() {

@@ -47,6 +47,7 @@ from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
+from modules.storage.agents import ReceiverRow
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.models import Message
@@ -97,23 +98,32 @@ class MessageRouter:
         """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
         if message.target_agent_id != target_agent_id:
             raise ValueError("message target does not match")
-
-        def enqueue(s: Session) -> None:
-            agent = agent_store.lock_for_queueing_in(s, target_agent_id)
-            if agent is None:
-                raise RouteError(f"no agent {target_agent_id}")
-            if agent.terminated:
-                raise RouteError(f"{agent.display_name} was terminated and takes no more messages")
-            self.enqueue_in(s, message)
-
-        self._writer.call(enqueue)
+        receiver = self._writer.call_batched(self._enqueue_sends, message)
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
-        return self._deliver_stored(message)
+        return self._deliver_stored(message, receiver)
 
-    def _deliver_stored(self, message: PendingMessage) -> RouteResult:
+    def _enqueue_sends(self, s: Session, messages: list[PendingMessage]) -> list[ReceiverRow | RouteError]:
+        """The sends of one group-commit batch: their receivers share-locked in one statement, the messages
+        of live receivers queued in one; per message, its receiver's row or the RouteError its sender gets."""
+        receivers = agent_store.lock_many_for_queueing_in(s, {m.target_agent_id for m in messages})
+        outcomes: list[ReceiverRow | RouteError] = []
+        for message in messages:
+            agent = receivers.get(message.target_agent_id)
+            if agent is None:
+                outcomes.append(RouteError(f"no agent {message.target_agent_id}"))
+            elif agent.terminated:
+                outcomes.append(RouteError(f"{agent.display_name} was terminated and takes no more messages"))
+            else:
+                outcomes.append(agent)
+        accepted = [m for m, outcome in zip(messages, outcomes, strict=True) if not isinstance(outcome, RouteError)]
+        if accepted:
+            self.enqueue_many_in(s, accepted)
+        return outcomes
+
+    def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | None = None) -> RouteResult:
         try:
-            return self.deliver(message)
+            return self.deliver(message, receiver=receiver)
         except (OperationalError, InterfaceError):
             # Stored all the same: the membership sweep starts the turn that reads it once the database is back.
             log.warning("message %s is stored, but the database went away before its delivery", message.id)
@@ -146,14 +156,17 @@ class MessageRouter:
         fresh = set(queue.enqueue_many_in(session, [m.row_values() for m in messages]))
         return [m for m in messages if m.id in fresh]
 
-    def deliver(self, message: PendingMessage) -> RouteResult:
-        """The receiver-decided step for a message already committed to its queue."""
+    def deliver(self, message: PendingMessage, *, receiver: ReceiverRow | None = None) -> RouteResult:
+        """The receiver-decided step for a message already committed to its queue. `receiver`: its row as
+        read under the lock of the transaction that queued the message (no second read): a state it had at
+        that commit is as good as one read after it, since a change of state waits for the commit and a turn
+        that ends later looks at its queue after its end (docs/ARCHITECTURE.md)."""
         target = message.target_agent_id
         with self._lock:
             waiter = self._waiters.get(target)
         if waiter is not None and waiter.matches(message) and self._resolve(waiter, message):
             return RouteResult(RESOLVED, self.active_task_of(target))
-        agent = agent_store.get_agent(self._db, target)
+        agent = receiver if receiver is not None else agent_store.get_agent(self._db, target)
         if agent is not None and agent.terminated:
             # Queued past the termination (a command of the agent that ended after it): nobody will read it.
             with self._db.write() as s:

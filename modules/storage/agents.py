@@ -60,6 +60,18 @@ def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | No
                            .with_for_update(read=True)).first()
 
 
+# A receiver as `lock_many_for_queueing_in` read it: id, display name, terminated, state.
+ReceiverRow = Row[str, str, bool, str]
+
+
+def lock_many_for_queueing_in(session: Session, agent_ids: set[str]) -> dict[str, ReceiverRow]:
+    """`lock_for_queueing_in` for the receivers of a batch of sends, in one statement; by agent id, with
+    each one's state as of this lock (it cannot change before the commit)."""
+    rows = session.execute(select(Agent.id, Agent.display_name, Agent.terminated, Agent.state)
+                           .where(Agent.id.in_(sorted(agent_ids))).with_for_update(read=True))
+    return {row.id: row for row in rows}
+
+
 def count_with_role(db: Database, conversation_id: str, role: str) -> int:
     with db.read() as s:
         return s.scalars(select(func.count()).select_from(Agent).where(

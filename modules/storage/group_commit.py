@@ -6,8 +6,10 @@ Writers queue their rows; one of them at a time leads: it takes what is queued (
 `max_rows` rows), inserts it with one statement per table and commits, then wakes every
 writer of the batch, while the next writers queue up for the next batch. A writer returns only
 once its rows are durable, so it can deliver them after that, in its own order. A writer may also
-hand over a step (a short function of the session: a send's check and enqueue). When a batch
-fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
+hand over a step (a short function of the session), or a value for a batch step, which runs once for
+all the values of a batch that name it (the sends of a batch: their receivers locked in one statement,
+their messages inserted in one). When a batch fails, its writers are retried one by one, so one bad
+row (a duplicate key) fails only its writer.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class _Pending:
     table: Table | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     step: Callable[[Session], Any] | None = None
+    batch_step: Callable[[Session, list[Any]], list[Any]] | None = None  # with `value`: see `call_batched`
+    value: Any = None
     result: Any = None
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -76,6 +80,20 @@ class GroupCommit:
             raise item.error
         result: T = item.result
         return result
+
+    def call_batched(self, batch_step: Callable[[Session, list[Any]], list[Any]], value: Any) -> Any:
+        """Run `batch_step` once per batch on the values of every writer of the batch that names it (equal
+        functions: a bound method names one), in queue order; returns this value's result once committed.
+        `batch_step` returns one result per value; an exception it returns for a value is raised to that
+        writer alone (one it raises fails the batch, whose writers are then retried one by one, so it may run
+        twice, and must do nothing but database work)."""
+        item = _Pending(batch_step=batch_step, value=value)
+        self._submit([item])
+        if item.error is not None:
+            raise item.error
+        if isinstance(item.result, BaseException):
+            raise item.result
+        return item.result
 
     def _submit(self, items: list[_Pending]) -> None:
         """Queue the items; then either lead (commit what is queued, own items included) or follow (wait for
@@ -157,12 +175,18 @@ class GroupCommit:
 
     def _commit(self, batch: Iterable[_Pending]) -> None:
         by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
+        by_step: dict[Callable[[Session, list[Any]], list[Any]], list[_Pending]] = {}
         with self._db.write(first=True) as s:
             for item in batch:
                 if item.step is not None:
                     item.result = item.step(s)
+                elif item.batch_step is not None:
+                    by_step.setdefault(item.batch_step, []).append(item)
                 elif item.table is not None:
                     by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
+            for batch_step, items in by_step.items():
+                for item, result in zip(items, batch_step(s, [i.value for i in items]), strict=True):
+                    item.result = result
             for table, rows in by_table.values():
                 s.execute(insert(table), rows)
         self.batches += 1

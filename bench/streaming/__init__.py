@@ -1,0 +1,1 @@
+"""bench/load.py's parts: the bare relay it measures the product against, its targets, its report."""

@@ -1,0 +1,65 @@
+"""What bench/load.py drives: the bare relay, the product on one process, or N processes behind nginx.
+
+Each target is a context manager that starts its processes against the given scripted model and yields a
+`Target`: the URL the driver connects to, the pids whose memory it samples, and a way to read the logs when
+the driver fails. All of them stop with the context, however it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploy.run_cluster import Cluster
+from test.conftest import ServerProcess, free_port
+from test.db_urls import fresh_database
+
+ROOT = Path(__file__).resolve().parents[2]
+RELAY_LAUNCHER = [str(ROOT / "bench" / "streaming" / "relay.py")]
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    url: str
+    pids: list[int]
+    log_text: Callable[[], str]
+
+
+@contextlib.contextmanager
+def relay(llm_url: str, data_dir: Path) -> Iterator[Target]:
+    server = ServerProcess(data_dir, llm_url, launcher=RELAY_LAUNCHER).start(timeout=60)
+    try:
+        yield Target("bare relay", server.url, [server.proc.pid], server.log_text)
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) -> Iterator[Target]:
+    with contextlib.ExitStack() as stack:
+        database_url = stack.enter_context(fresh_database("postgresql", data_dir)) if database == "postgresql" else None
+        server = ServerProcess(data_dir, llm_url, database_url=database_url, env=env).start(timeout=60)
+        stack.callback(server.stop)
+        yield Target(f"product ({database})", server.url, [server.proc.pid], server.log_text)
+
+
+@contextlib.contextmanager
+def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, str]) -> Iterator[Target]:
+    """`processes` product processes on one fresh PostgreSQL database and a Redis database of their own,
+    behind nginx (deploy/run_cluster.py)."""
+    with fresh_database("postgresql", data_dir) as database_url:
+        server_env = {"OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "test-key", "LLM_MODEL": "scripted-model",
+                      "LLM_BACKOFF_BASE_S": "0.05", "LLM_TIMEOUT_S": "20", **env}
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Redis pub/sub ignores database numbers, but the cluster names its channels after one (README): a
+        # number of this run's own, as the suite's tests take theirs (test/conftest.py).
+        redis_url = f"redis://127.0.0.1:6379/{os.getpid() % 15 + 1}"
+        cluster = Cluster(database_url, redis_url, free_port(), [free_port() for _ in range(processes)],
+                          env=server_env, run_dir=data_dir)
+        with cluster:
+            label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
+            yield Target(label, cluster.url, cluster.pids, cluster.log_tail)
