@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from modules.llm import ModelError, ModelReply
 from modules.storage.records import new_id
+from modules.usage.records import AGENT, CallContext
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
@@ -22,7 +23,9 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
     sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
-    return rt.model.stream_chat(
+    context = CallContext(AGENT, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,
+                          task_id=turn.task_id)
+    return rt.model.bound(context).stream_chat(
         messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
         on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
         should_stop=turn.stopped,
@@ -45,6 +48,9 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
     for iteration in range(limit):
         if turn.stopped() or not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
+        if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):
+            return TurnOutcome(FAILED, {"code": "budget_exceeded", "message": over.message,
+                                        "resets_at": over.resets_at})
         message_id = new_id()
         try:
             reply = _stream_reply(rt, turn, sender, message_id)

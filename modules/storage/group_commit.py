@@ -8,6 +8,9 @@ writer of the batch, while the next writers queue up for the next batch. A write
 once its rows are durable, so it can deliver them after that, in its own order. A writer may also
 hand over a step (a short function of the session: a send's check and enqueue). When a batch
 fails, its writers are retried one by one, so one bad row (a duplicate key) fails only its writer.
+Rows may also be deferred: queued without a waiting writer, they go out with the next batch anyone
+commits (the usage ledger's row of a model request rides with the turn's next event: no commit of its
+own); `flush_deferred` commits them when no other write came.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     wake: threading.Event | None = None  # its writer's: set when the item is done or the writer may lead
+    deferred: bool = False  # no writer waits for it (`defer`)
 
     @property
     def size(self) -> int:
@@ -53,6 +57,7 @@ class GroupCommit:
         self._leading = False  # a writer is committing a batch right now
         self.batches = 0  # transactions written, for benchmarks and tests
         self.rows = 0
+        self.deferred_lost = 0  # deferred rows a failed batch could not write (other than an outage)
 
     def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
         """Insert `rows` into `table`; returns once they are committed, raises what the write raised."""
@@ -66,6 +71,21 @@ class GroupCommit:
         self._submit(items)
         errors = iter([item.error for item in items])
         return [next(errors) if rows else None for rows in writers]
+
+    def defer(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Queue `rows` for the next batch anyone commits, without waiting for it."""
+        if rows:
+            with self._lock:
+                self._queue.append(_Pending(table, rows, deferred=True))
+
+    def has_deferred(self) -> bool:
+        with self._lock:
+            return any(item.deferred for item in self._queue)
+
+    def flush_deferred(self) -> None:
+        """Commit the deferred rows still queued (none: nothing is written)."""
+        if self.has_deferred():
+            self.call(_nothing)
 
     def call(self, step: Callable[[Session], T]) -> T:
         """Run `step` inside a batch's transaction; returns its result once committed. A step may run twice
@@ -111,8 +131,10 @@ class GroupCommit:
                         self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
                 with self._lock:
                     self._leading = False
-                    if self._queue:  # the writer of the oldest queued item leads next; the others sleep on
-                        self._queue[0].wake.set()
+                    # The writer of the oldest queued item leads next; the others sleep on.
+                    waiting = next((item for item in self._queue if item.wake is not None), None)
+                    if waiting is not None:
+                        waiting.wake.set()
 
     def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
         """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items
@@ -135,7 +157,7 @@ class GroupCommit:
         try:
             self._commit(batch)
         except DatabaseUnavailable as exc:  # the database is away: every writer of the batch hears it
-            self._settle(batch, exc)
+            self._settle(self._requeue_deferred(batch), exc)
             return
         except Exception as exc:
             if len(batch) == 1:
@@ -164,13 +186,26 @@ class GroupCommit:
         self.batches += 1
         self.rows += sum(len(rows) for _, rows in by_table.values())
 
-    @staticmethod
-    def _settle(batch: list[_Pending], error: BaseException | None) -> None:
+    def _requeue_deferred(self, batch: list[_Pending]) -> list[_Pending]:
+        """Deferred rows wait in the queue for the database to come back; the rest of the batch is returned."""
+        deferred = [item for item in batch if item.deferred]
+        if deferred:
+            with self._lock:
+                self._queue[:0] = deferred
+        return [item for item in batch if not item.deferred]
+
+    def _settle(self, batch: list[_Pending], error: BaseException | None) -> None:
         for item in batch:
+            if item.deferred and error is not None:
+                self.deferred_lost += 1
             item.error = error
             item.done.set()
             if item.wake is not None:
                 item.wake.set()
+
+
+def _nothing(_session: Session) -> None:
+    """The step of a batch committed only for the deferred rows queued with it."""
 
 
 def _all_done(items: list[_Pending]) -> bool:

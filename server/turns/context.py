@@ -12,7 +12,6 @@ from modules.agents.profiles import AgentProfile
 from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
-from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import ActiveAgentSessionStore, MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
@@ -21,7 +20,11 @@ from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.usage.budgets import Budgets
+from modules.usage.ledger import UsageLedger
+from modules.usage.metered_model import MeteredChatModel
 from server.cluster import Membership
+from server.metrics import Metrics
 from server.sender import Transport
 from server.suggestions import SuggestionService
 from server.turns.event_log import EventLog
@@ -30,7 +33,10 @@ from server.turns.event_log import EventLog
 class TurnRuntime(Protocol):
     settings: Settings
     db: Database
-    model: ChatModel
+    model: MeteredChatModel  # bind a CallContext for each request (modules/usage/metered_model.py)
+    ledger: UsageLedger
+    budgets: Budgets
+    metrics: Metrics
     tools: ToolRegistry
     agent_states: AgentStates
     router: MessageRouter

@@ -19,11 +19,14 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
+from modules.usage.budgets import Budgets
+from modules.usage.ledger import UsageLedger
 from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
@@ -39,7 +42,11 @@ class Model:
     """Replies in order; `during` runs inside the n-th call (0-based), as if something happened meanwhile."""
 
     def __init__(self, *replies, during=None):
-        self.replies, self.during, self.requests = list(replies), during or {}, []
+        self.replies, self.during, self.requests, self.contexts = list(replies), during or {}, [], []
+
+    def bound(self, context):
+        self.contexts.append(context)
+        return self
 
     def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
         self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
@@ -109,7 +116,7 @@ def flow(tmp_path):
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"))
+                         sandbox=Sandbox(mode="off"), budgets=Budgets(db, []), ledger=UsageLedger(db, GroupCommit(db)))
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
