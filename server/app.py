@@ -26,9 +26,11 @@ from server.api import (
     export,
     health,
     messages,
+    metrics,
     openapi,
     queued,
     tasks,
+    usage,
     workspace_files,
 )
 from server.auth import Authenticator
@@ -76,6 +78,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     peers.start(spawn)
     # The database is back: end what died meanwhile and start the turns of what queued up, now.
     db.health.subscribe(lambda change: change.available and spawn(_sweep, rt))
+    db.health.subscribe(lambda change: None if change.available else rt.metrics.outages.inc())
     recovered = rt.membership.take_over(rt.tasks)
     if recovered:
         log.warning("marked %d task(s) of a stopped server process as failed", recovered)
@@ -90,7 +93,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     register_error_handlers(app)
     outage.install(app, socketio, db, spawn)
     for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
-               queued.bp, health.bp, messages.bp, openapi.bp):
+               queued.bp, health.bp, messages.bp, usage.bp, metrics.bp,
+               openapi.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)

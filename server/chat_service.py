@@ -103,6 +103,10 @@ class ChatService:
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
         if earlier is not None:
             return self._answer_stored(earlier, on_conversation)
+        if (over := self._rt.budgets.exceeded(user_id)) is not None:
+            raise ApiError(429, "budget_exceeded", over.message, details={
+                "resets_at": over.resets_at, "budget": {"kind": over.budget.kind, "period": over.budget.period,
+                                                        "limit": over.budget.limit, "used": over.used}})
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)

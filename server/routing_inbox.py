@@ -111,6 +111,7 @@ class RoutingInbox:
         except Exception:
             log.exception("routing message %s failed; the master gets it", held.id)
             decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")
+        rt.metrics.routes.labels(decision.route).inc()
         meta = {**held.meta, "route": decision.route}
         if decision.rewritten:
             meta["rewritten_query"] = decision.rewritten

@@ -67,12 +67,14 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
             users[request.sid] = auth.user_id_for(token)
         except ApiError as err:
             raise ConnectionRefusedError(err.message) from None
+        rt.metrics.sockets.set(len(users))
         if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did
             socketio.emit(*status_event(rt.db), to=request.sid)
 
     @socketio.on("disconnect")
     def on_disconnect(*_args):
         users.pop(request.sid, None)
+        rt.metrics.sockets.set(len(users))
 
     @socketio.on("join_conversation")
     @acked

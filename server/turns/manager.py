@@ -165,6 +165,7 @@ class TurnManager:
                 outcome = TurnOutcome(STOPPED)
             else:
                 task_store.set_task_status(rt.db, task_id, task_store.RUNNING, expected=(task_store.PENDING,))
+                rt.metrics.turns_started.inc()
                 outcome = handle_task_with_sender(rt, turn, sender)
         except (OperationalError, InterfaceError):
             log.exception("task %s lost its database", task_id)
@@ -177,6 +178,7 @@ class TurnManager:
     def _finish(self, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome) -> None:
         """The end's transaction, then the one end-of-turn poller: what queued up meanwhile starts the
         agent's single follow-up turn."""
+        self._rt.metrics.turns_ended.labels(outcome.status).inc()
         if finish_turn(self._rt, turn, sender, outcome, self._waiters):
             after_commit(poll_completion_notifications, self._rt, turn.agent_id, self.create_chat_task)
 
