@@ -54,6 +54,7 @@ class ErrorStep:
     status: int
     message: str = "scripted error"
     retry_after: float | None = None
+    code: str | None = None  # the error body's `code` (e.g. "context_length_exceeded")
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,28 @@ class HangStep:
 
 
 @dataclass(frozen=True)
+class RawChunksStep:
+    """Stream exactly these chunks (a provider's own wire format, test/provider_replies.py): a dict is sent as
+    `data: <json>` with the chunk's id, object, created and model filled in where it lacks them; a str is
+    sent as it is (an SSE comment, a malformed line)."""
+
+    chunks: tuple[dict | str, ...]
+    done: bool = True  # end with `data: [DONE]`
+
+
+@dataclass(frozen=True)
+class JsonBodyStep:
+    """Answer 200 with this JSON body, whether the request asked for a stream or not."""
+
+    body: dict
+
+
+@dataclass(frozen=True)
 class DynamicStep:
-    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep]
+    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep | RawChunksStep | JsonBodyStep]
 
 
-Step = TextStep | ToolCallsStep | ErrorStep | HangStep | DynamicStep
+Step = TextStep | ToolCallsStep | ErrorStep | HangStep | RawChunksStep | JsonBodyStep | DynamicStep
 Match = Callable[[dict], bool]
 
 
@@ -101,9 +119,10 @@ def tool_calls(
     return ToolCallsStep(raw, text, delay_s, wait, usage)
 
 
-def error(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorStep:
+def error(status: int, message: str = "scripted error", *, retry_after: float | None = None,
+          code: str | None = None) -> ErrorStep:
     """Answer with an HTTP error in OpenAI's JSON shape, with a Retry-After header if given."""
-    return ErrorStep(status, message, retry_after)
+    return ErrorStep(status, message, retry_after, code)
 
 
 def hang(seconds: float) -> HangStep:
