@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from modules.llm import ChatModel, ModelError, ModelReply
-from modules.llm.tokens import count_messages, count_tokens
+from modules.llm.tokens import count_messages, count_tokens, count_tools
 from modules.llm.types import ignore_text, never_stop
 from modules.usage.ledger import UsageLedger
 from modules.usage.prices import PriceTable
@@ -48,32 +48,31 @@ class MeteredChatModel:
             on_text(chunk)
 
         asked = model or self._default_model or self.inner.label
-        # Thinking is passed on only to a caller that asked for it (the demo model streams none).
-        extra = {} if on_reasoning is ignore_text else {"on_reasoning": on_reasoning}
         try:
             reply = self.inner.stream_chat(messages=messages, tools=tools, model=model, on_text=text,
-                                           should_stop=should_stop, **extra)
+                                           should_stop=should_stop, on_reasoning=on_reasoning)
         except ModelError as exc:
-            self._record(context, asked, FAILED, None, messages, exc.partial, time.monotonic() - started,
+            self._record(context, asked, FAILED, None, messages, tools, exc.partial, time.monotonic() - started,
                          first[0] if first else None)
             raise
         answered = reply.model or asked
         output = reply.content + "".join(call.name + call.arguments for call in reply.tool_calls)
         status = STOPPED if reply.finish_reason == "stopped" else OK
         first_token = reply.first_token_s if reply.first_token_s is not None else (first[0] if first else None)
-        self._record(context, answered, status, reply, messages, output + reply.reasoning,
+        self._record(context, answered, status, reply, messages, tools, output + reply.reasoning,
                      reply.latency_s or time.monotonic() - started, first_token)
         return reply
 
     def _record(self, context: CallContext, model: str, status: str, reply: ModelReply | None,
-                messages: list[dict], output: str, latency_s: float, first_token_s: float | None) -> None:
+                messages: list[dict], tools: list[dict] | None, output: str, latency_s: float,
+                first_token_s: float | None) -> None:
         usage = reply.usage if reply is not None else None
         if usage is not None:
             prompt, completion = usage.prompt_tokens, usage.completion_tokens
             cached, reasoning = usage.cached_tokens, usage.reasoning_tokens
         else:  # the provider said nothing (or the request failed): what was sent, and what came back
-            prompt = count_messages(messages, model)
-            completion = count_tokens(output, model) if output else 0
+            prompt = count_messages(messages) + count_tools(tools)
+            completion = count_tokens(output) if output else 0
             cached = reasoning = 0
         user_id = context.user_id if context.user_id is not None else self.ledger.user_of(context.conversation_id)
         self.ledger.record(UsageRecord(

@@ -43,7 +43,9 @@ def test_a_user_over_budget_gets_429_on_every_process_while_another_user_is_unaf
             assert refused.status_code == 429, refused.text
             body = refused.json()
             assert body["code"] == "budget_exceeded" and body["resets_at"] == _tomorrow_midnight()
-            assert body["budget"] == {"kind": "tokens", "period": "day", "limit": 1000.0, "used": 1200.0}
+            budget = body["budget"]  # used: the agent's 1,200 and the routing (and suggestion) estimates
+            assert (budget["kind"], budget["period"], budget["limit"]) == ("tokens", "day", 1000.0)
+            assert budget["used"] > 1200
         assert b.get("/api/conversations").json()["data"][0]["conversation_id"] == \
             task["conversation_id"]  # the refused sends stored nothing: no new conversation
 
