@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -25,8 +26,9 @@ from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
-from modules.usage.budgets import Budgets
+from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
 from modules.usage.ledger import UsageLedger
+from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
@@ -360,3 +362,19 @@ def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
     assert poll_completion_notifications(f.rt, f.master.id, start) is None and asked == []  # nothing queued
     queue_message(f, "a notice that came after the last model call")
     assert poll_completion_notifications(f.rt, f.master.id, start) == "task-2" and asked == [f.master.id]
+
+
+def test_a_turn_that_uses_up_its_users_budget_ends_after_its_round(flow):
+    f = flow
+    f.rt.budgets = Budgets(f.db, [Budget(TOKENS, DAY, 100)], flush=f.rt.ledger.flush)
+
+    def spend():  # what the round's model request cost, as the ledger records it
+        f.rt.ledger.record(UsageRecord(CallContext(AGENT, f.conv.id), f.conv.user_id, "m", OK, False, 90, 10, 0, 0,
+                                       None, 0.1, None, time.time()))
+
+    f.rt.model = Model(calls("run_command"), ModelReply("never", [], "stop"))
+    f.rt.tools = Tools(during={0: spend})
+    outcome = run(f)
+    assert outcome.status == FAILED and outcome.error["code"] == "budget_exceeded"
+    assert "resets at" in outcome.error["message"] and outcome.error["resets_at"] > time.time()
+    assert len(f.rt.model.requests) == 1 and [r for r, _ in history(f)] == ["assistant", "tool"]
