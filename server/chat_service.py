@@ -22,6 +22,7 @@ from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
+from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
 from server.routing_inbox import RoutingInbox, pending_answer
 from server.runtime import Runtime
@@ -103,10 +104,7 @@ class ChatService:
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
         if earlier is not None:
             return self._answer_stored(earlier, on_conversation)
-        if (over := self._rt.budgets.exceeded(user_id)) is not None:
-            raise ApiError(429, "budget_exceeded", over.message, details={
-                "resets_at": over.resets_at, "budget": {"kind": over.budget.kind, "period": over.budget.period,
-                                                        "limit": over.budget.limit, "used": over.used}})
+        refuse_over_budget(self._rt.budgets, user_id)
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)

@@ -60,6 +60,8 @@ def test_a_user_over_budget_gets_429_on_every_process_while_another_user_is_unaf
             client.disconnect()
         assert ack["success"] is False and ack["code"] == "budget_exceeded" and ack["status"] == 429
         assert ack["resets_at"] == _tomorrow_midnight()
+        again = a.post(f"/api/conversations/{task['conversation_id']}/regenerate")
+        assert again.status_code == 429 and again.json()["code"] == "budget_exceeded"
 
 
 def test_a_turn_that_crosses_the_budget_ends_after_its_round_with_a_clear_error(make_server, llm):
