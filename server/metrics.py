@@ -46,6 +46,10 @@ class Metrics:
         """Read at each scrape (a count from the database)."""
         self.queue_depth.set_function(read)
 
+    def command_ended(self, status: str, duration_s: float) -> None:
+        self.commands.labels(status).inc()
+        self.command_seconds.observe(duration_s)
+
     def model_request(self, record: UsageRecord) -> None:
         model, purpose = record.model, record.context.purpose
         self.model_requests.labels(model, purpose, record.status).inc()

@@ -54,6 +54,7 @@ class Runtime:
         self.metrics.watch_queue_depth(lambda: _or_nan(lambda: queued_total(db)))
         self.ledger = UsageLedger(db, self.writer)
         self.ledger.listeners.append(self.metrics.model_request)
+        sandbox.watchers.append(self.metrics.command_ended)
         self.model = MeteredChatModel(model, self.ledger, load_prices(settings.model_prices_path),
                                       settings.llm_model)
         self.budgets = Budgets(db, budgets_from(

@@ -76,6 +76,8 @@ def test_reported_usage_reaches_the_ledger_task_complete_and_metrics_exactly(mak
     assert _metric(body, "chat_routing_decisions_total", route="pipeline") == 1
     assert _metric(body, "chat_turns_ended_total", status="succeeded") == 1
     assert "chat_turns_started_total 1.0" in body
+    assert _metric(body, "chat_sandbox_commands_total", status="ok") == 1
+    assert "chat_sandbox_command_seconds_count 1.0" in body
 
 
 def test_a_provider_that_reports_no_usage_gives_estimates_marked_as_such(server, llm):
