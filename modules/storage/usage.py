@@ -63,6 +63,7 @@ class UsageBreakdown:
     by_agent: dict[str, UsageTotals] = field(default_factory=dict)
     by_purpose: dict[str, UsageTotals] = field(default_factory=dict)
     by_model: dict[str, UsageTotals] = field(default_factory=dict)
+    by_task: dict[str, UsageTotals] = field(default_factory=dict)  # a turn's requests (stages have no task)
 
 
 def _sums() -> tuple:
@@ -84,14 +85,17 @@ def _totals(row: Iterable) -> UsageTotals:
 def conversation_usage(db: Database, conversation_id: str) -> UsageBreakdown:
     u = ModelUsage
     with db.read() as s:
-        rows = s.execute(select(u.agent, u.purpose, u.model, *_sums()).where(u.conversation_id == conversation_id)
-                         .group_by(u.agent, u.purpose, u.model)).all()
+        rows = s.execute(select(u.agent, u.purpose, u.model, u.task_id, *_sums())
+                         .where(u.conversation_id == conversation_id)
+                         .group_by(u.agent, u.purpose, u.model, u.task_id)).all()
     out = UsageBreakdown()
-    for agent, purpose, model, *sums in rows:
+    for agent, purpose, model, task_id, *sums in rows:
         part = _totals(sums)
         out.totals.merge(part)
-        for key, groups in ((agent, out.by_agent), (purpose, out.by_purpose), (model, out.by_model)):
-            groups.setdefault(key, UsageTotals()).merge(part)
+        for key, groups in ((agent, out.by_agent), (purpose, out.by_purpose), (model, out.by_model),
+                            (task_id, out.by_task)):
+            if key is not None:
+                groups.setdefault(key, UsageTotals()).merge(part)
     return out
 
 

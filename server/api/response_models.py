@@ -244,6 +244,8 @@ class ConversationUsage(ResponseModel):
     by_purpose: dict[str, UsageSums] = Field(description="`agent`, `routing`, `rewrite`, `intent`, `suggestions`, "
                                                          "`compaction`")
     by_model: dict[str, UsageSums]
+    by_task: dict[str, UsageSums] = Field(description="by task: the model requests of each turn (what the UI "
+                                                      "shows on a reply)")
 
 
 class UsageDay(UsageSums):

@@ -36,7 +36,8 @@ def conversation_usage(conversation_id: str, user_id: int):
         conversation_id=conv.id, totals=sums(found.totals),
         by_agent={k: sums(v) for k, v in sorted(found.by_agent.items())},
         by_purpose={k: sums(v) for k, v in sorted(found.by_purpose.items())},
-        by_model={k: sums(v) for k, v in sorted(found.by_model.items())})
+        by_model={k: sums(v) for k, v in sorted(found.by_model.items())},
+        by_task={k: sums(v) for k, v in found.by_task.items()})
 
 
 @bp.get("/usage")

@@ -61,6 +61,7 @@ def test_reported_usage_reaches_the_ledger_task_complete_and_metrics_exactly(mak
     assert _sums(usage["totals"]) == {"prompt_tokens": 330, "completion_tokens": 41,
                                       "cached_tokens": 140, "reasoning_tokens": 5, "requests": 4, "estimated": 0}
     assert _sums(usage["by_model"]["scripted-model"]) == _sums(usage["totals"])
+    assert {k: _sums(v) for k, v in usage["by_task"].items()} == {sent["task_id"]: agent}
 
     today = datetime.now(UTC).date().isoformat()
     days = server.get(f"/api/usage?from={today}&to={today}").json()
