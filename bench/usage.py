@@ -67,8 +67,7 @@ def main() -> int:
             task = task_store.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat",
                                              owner="bench")
         writer = GroupCommit(db)
-        ledger = UsageLedger(db, writer)
-        ledger.listeners.append(Metrics().model_request)
+        ledger = UsageLedger(db, writer, listeners=(Metrics().model_request,))
         prices = PriceTable({"bench-model": Price(2.0, 0.5, 8.0)})
         reported = Usage(1200, 80, 600, 10)
         bare = InstantModel(reported)

@@ -52,8 +52,7 @@ class Runtime:
         # Every model request is metered here, in one place; its ledger rows ride the group commit.
         self.metrics = Metrics()
         self.metrics.watch_queue_depth(lambda: _or_nan(lambda: queued_total(db)))
-        self.ledger = UsageLedger(db, self.writer)
-        self.ledger.listeners.append(self.metrics.model_request)
+        self.ledger = UsageLedger(db, self.writer, listeners=(self.metrics.model_request,))
         sandbox.watchers.append(self.metrics.command_ended)
         self.model = MeteredChatModel(model, self.ledger, load_prices(settings.model_prices_path),
                                       settings.llm_model)

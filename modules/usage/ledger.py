@@ -38,7 +38,8 @@ def row_of(record: UsageRecord) -> dict[str, object]:
 
 
 class UsageLedger:
-    def __init__(self, db: Database, writer: GroupCommit, *, grace_s: float = GRACE_S):
+    def __init__(self, db: Database, writer: GroupCommit, *, grace_s: float = GRACE_S,
+                 listeners: tuple[Callable[[UsageRecord], None], ...] = ()):
         self._db, self._writer, self._grace_s = db, writer, grace_s
         self._lock = threading.Lock()
         self._tasks: dict[str, UsageTotals] = {}
@@ -46,7 +47,7 @@ class UsageLedger:
         self._due = threading.Condition()
         self._deadline: float | None = None
         self._flusher: threading.Thread | None = None
-        self.listeners: list[Callable[[UsageRecord], None]] = []
+        self._listeners = listeners  # told of every record (the operator's metrics)
 
     def user_of(self, conversation_id: str | None) -> int | None:
         """The conversation's owner (it never changes), read once per process."""
@@ -71,7 +72,7 @@ class UsageLedger:
                 self._tasks.setdefault(task_id, UsageTotals()).add(
                     record.prompt_tokens, record.completion_tokens, record.cached_tokens, record.reasoning_tokens,
                     1, int(record.estimated), record.cost)
-        for listener in self.listeners:
+        for listener in self._listeners:
             try:
                 listener(record)
             except Exception:

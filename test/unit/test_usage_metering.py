@@ -24,6 +24,7 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import Price, PriceTable, load_prices
 from modules.usage.records import AGENT, FAILED, OK, UNATTRIBUTED, CallContext
+from test.db_urls import fresh_database
 
 
 class Model:
@@ -179,3 +180,37 @@ def test_a_budget_counts_the_users_own_rows_of_its_period(led):
     usage = usage_store.user_usage_by_day(db, user.id, yesterday - 3600 * 12, now + 1)
     assert sorted((d, t.prompt_tokens) for d, t in usage.items()) == [(int(yesterday // 86400), 5000),
                                                                      (int(now // 86400), 600)]
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def any_db(request, tmp_path):
+    with fresh_database(request.param, tmp_path) as url:
+        database = Database(url)
+        database.migrate()
+        yield database
+        database.dispose()
+
+
+def test_the_ledgers_sums_on_every_database(any_db):
+    db = any_db
+    user = get_or_create_user(db, "alice")
+    conv, _master = conversations.create_conversation(db, user.id, "t")
+    at = datetime(2026, 3, 4, 10, tzinfo=UTC).timestamp()
+    base = dict(user_id=user.id, conversation_id=conv.id, agent_id=None, model="m", status=OK, cached_tokens=0,
+                reasoning_tokens=0, latency_s=0.1, first_token_s=0.05)
+    rows = [dict(task_id="t1", agent="MasterAgent", purpose=AGENT, estimated=False, prompt_tokens=100,
+                 completion_tokens=10, cost=0.25, created_at=at),
+            dict(task_id="t1", agent="MasterAgent", purpose=AGENT, estimated=True, prompt_tokens=50,
+                 completion_tokens=5, cost=None, created_at=at + 1),
+            dict(task_id=None, agent="RoutingAgent", purpose="routing", estimated=True, prompt_tokens=20,
+                 completion_tokens=2, cost=None, created_at=at + 86400)]
+    GroupCommit(db).insert(ModelUsage.__table__, [{**base, **r} for r in rows])
+    found = usage_store.conversation_usage(db, conv.id)
+    assert found.totals.as_dict() == {"prompt_tokens": 170, "completion_tokens": 17, "cached_tokens": 0,
+                                      "reasoning_tokens": 0, "requests": 3, "estimated": 2, "cost": 0.25}
+    assert found.by_purpose["routing"].as_dict()["cost"] is None and found.by_purpose["routing"].estimated == 1
+    assert set(found.by_agent) == {"MasterAgent", "RoutingAgent"} and set(found.by_task) == {"t1"}
+    assert found.by_task["t1"].requests == 2
+    assert usage_store.user_usage_since(db, user.id, at + 0.5).total_tokens == 55 + 22
+    days = usage_store.user_usage_by_day(db, user.id, at - 3600, at + 2 * 86400)
+    assert [(d, t.requests) for d, t in sorted(days.items())] == [(int(at // 86400), 2), (int(at // 86400) + 1, 1)]
