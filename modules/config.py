@@ -140,6 +140,7 @@ class Settings:
     budget_cost_per_day: float | None = None
     budget_cost_per_month: float | None = None
     metrics_token: str | None = None  # METRICS_TOKEN: what /metrics wants as a bearer token with AUTH_TOKENS
+    traces: str = "off"  # TRACES: `otlp` exports OpenTelemetry traces of turns (modules/tracing.py)
 
     @property
     def workspaces_dir(self) -> Path:
@@ -212,4 +213,5 @@ class Settings:
             budget_cost_per_day=_limit(env, "BUDGET_COST_PER_DAY"),
             budget_cost_per_month=_limit(env, "BUDGET_COST_PER_MONTH"),
             metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+            traces=_choice(env, "TRACES", ("off", "otlp")),
         )

@@ -107,7 +107,12 @@ class RoutingInbox:
         rt = self._rt
         conv = conversation_store.get_conversation(rt.db, held.conversation_id)
         try:
-            decision = self._decide(conv, held)
+            with rt.tracing.span("route message", {"gen_ai.conversation.id": conv.id,
+                                                    "chat.message_id": held.id}) as span:
+                decision = self._decide(conv, held)
+                if span is not None:
+                    span.set_attribute("chat.route", decision.route)
+                    span.set_attribute("chat.target_agent", decision.target.display_name)
         except Exception:
             log.exception("routing message %s failed; the master gets it", held.id)
             decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")

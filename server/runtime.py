@@ -27,6 +27,7 @@ from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.tracing import build_tracing
 from modules.usage.budgets import Budgets, budgets_from
 from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
@@ -54,8 +55,9 @@ class Runtime:
         self.metrics.watch_queue_depth(lambda: _or_nan(lambda: queued_total(db)))
         self.ledger = UsageLedger(db, self.writer, listeners=(self.metrics.model_request,))
         sandbox.watchers.append(self.metrics.command_ended)
+        self.tracing = build_tracing(settings.traces)
         self.model = MeteredChatModel(model, self.ledger, load_prices(settings.model_prices_path),
-                                      settings.llm_model)
+                                      settings.llm_model, self.tracing)
         self.budgets = Budgets(db, budgets_from(
             tokens_per_day=settings.budget_tokens_per_day, tokens_per_month=settings.budget_tokens_per_month,
             cost_per_day=settings.budget_cost_per_day, cost_per_month=settings.budget_cost_per_month),

@@ -20,6 +20,7 @@ from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.tracing import Tracing
 from modules.usage.budgets import Budgets
 from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
@@ -37,6 +38,7 @@ class TurnRuntime(Protocol):
     ledger: UsageLedger
     budgets: Budgets
     metrics: Metrics
+    tracing: Tracing
     tools: ToolRegistry
     agent_states: AgentStates
     router: MessageRouter

@@ -166,7 +166,13 @@ class TurnManager:
             else:
                 task_store.set_task_status(rt.db, task_id, task_store.RUNNING, expected=(task_store.PENDING,))
                 rt.metrics.turns_started.inc()
-                outcome = handle_task_with_sender(rt, turn, sender)
+                with rt.tracing.span(f"invoke_agent {turn.display_name}", {
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": turn.display_name,
+                        "gen_ai.agent.id": turn.agent_id, "gen_ai.conversation.id": turn.conversation_id,
+                        "chat.task_id": task_id}) as span:
+                    outcome = handle_task_with_sender(rt, turn, sender)
+                    if span is not None:
+                        span.set_attribute("chat.task_status", outcome.status)
         except (OperationalError, InterfaceError):
             log.exception("task %s lost its database", task_id)
             outcome = TurnOutcome(FAILED, DATABASE_LOST)

@@ -26,6 +26,7 @@ from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
+from modules.tracing import Tracing
 from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
 from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
@@ -118,7 +119,8 @@ def flow(tmp_path):
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"), budgets=Budgets(db, []), ledger=UsageLedger(db, GroupCommit(db)))
+                         sandbox=Sandbox(mode="off"), budgets=Budgets(db, []), ledger=UsageLedger(db, GroupCommit(db)),
+                         tracing=Tracing())
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
