@@ -135,8 +135,9 @@ def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
     return DynamicStep(build)
 
 
+COMPACT_MARKER = "You condense the earlier part of a conversation"  # a context summary request
 STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent", "You are RoutingAgent",
-                 "You suggest what the user may want to say next")
+                 "You suggest what the user may want to say next", COMPACT_MARKER)
 
 
 def is_stage_request(body: dict) -> bool:
@@ -158,7 +159,24 @@ def stage_default(body: dict) -> TextStep:
     if "RoutingAgent" in system:
         query = last.rpartition("Latest message:")[2].strip() or last
         return text(json.dumps({"query": query, "agent": "MasterAgent"}, ensure_ascii=False))
+    if COMPACT_MARKER in system:
+        return text(keep_user_lines(last))
     return text('{"questions": []}')
+
+
+def keep_user_lines(request: str, *, first: int = 8, latest: int = 8) -> str:
+    """A summary as a model told to keep the user's instructions writes one, deterministically: the lines of
+    the previous summary and the user's lines of the new messages (each cut to 160 characters), the first
+    `first` and the latest `latest` of them."""
+    lines = [line[:160] for line in request.splitlines()
+             if line.startswith(("user: ", "- user: "))]
+    kept = lines if len(lines) <= first + latest else lines[:first] + lines[-latest:]
+    return "\n".join(line if line.startswith("- ") else f"- {line}" for line in kept) or "- (nothing to keep)"
+
+
+def match_compaction(body: dict) -> bool:
+    """A context summary request (server/turns/context_window.py)."""
+    return match_system(COMPACT_MARKER)(body)
 
 
 def text_of(message: dict) -> str:

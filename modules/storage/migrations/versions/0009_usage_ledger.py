@@ -1,14 +1,14 @@
 """The usage ledger: one row per model request, with its tokens, model, purpose, agent, task, user and cost.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
