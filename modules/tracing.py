@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 __all__ = ["Span", "Tracing", "build_tracing"]

@@ -131,10 +131,11 @@ class GroupCommit:
                         self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
                 with self._lock:
                     self._leading = False
-                    # The writer of the oldest queued item leads next; the others sleep on.
-                    waiting = next((item for item in self._queue if item.wake is not None), None)
-                    if waiting is not None:
-                        waiting.wake.set()
+                    # The writer of the oldest queued item leads next (deferred items have none); the
+                    # others sleep on.
+                    next_wake = next((item.wake for item in self._queue if item.wake is not None), None)
+                    if next_wake is not None:
+                        next_wake.set()
 
     def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
         """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -66,7 +67,7 @@ class UsageBreakdown:
     by_task: dict[str, UsageTotals] = field(default_factory=dict)  # a turn's requests (stages have no task)
 
 
-def _sums() -> tuple:
+def _sums() -> tuple[Any, ...]:
     u = ModelUsage
     return (func.coalesce(func.sum(u.prompt_tokens), 0), func.coalesce(func.sum(u.completion_tokens), 0),
             func.coalesce(func.sum(u.cached_tokens), 0), func.coalesce(func.sum(u.reasoning_tokens), 0),
@@ -74,7 +75,7 @@ def _sums() -> tuple:
             func.sum(u.cost))
 
 
-def _totals(row: Iterable) -> UsageTotals:
+def _totals(row: Iterable[Any]) -> UsageTotals:
     prompt, completion, cached, reasoning, requests, estimated, cost = row
     totals = UsageTotals()
     totals.add(int(prompt), int(completion), int(cached), int(reasoning), int(requests), int(estimated),

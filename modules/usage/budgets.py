@@ -18,14 +18,18 @@ from typing import Literal
 from modules.storage import usage as usage_store
 from modules.storage.db import Database
 
-TOKENS, COST = "tokens", "cost"
-DAY, MONTH = "day", "month"
+Kind = Literal["tokens", "cost"]
+Period = Literal["day", "month"]
+TOKENS: Kind = "tokens"
+COST: Kind = "cost"
+DAY: Period = "day"
+MONTH: Period = "month"
 
 
 @dataclass(frozen=True)
 class Budget:
-    kind: Literal["tokens", "cost"]  # tokens: prompt + completion; cost: by the price table
-    period: Literal["day", "month"]
+    kind: Kind  # tokens: prompt + completion; cost: by the price table
+    period: Period
     limit: float
 
 
@@ -86,7 +90,7 @@ class Budgets:
 def budgets_from(*, tokens_per_day: float | None, tokens_per_month: float | None, cost_per_day: float | None,
                  cost_per_month: float | None) -> list[Budget]:
     """The configured budgets (README, "Configuration"), day before month."""
-    pairs: list[tuple[Literal["tokens", "cost"], Literal["day", "month"], float | None]] = [
+    pairs: list[tuple[Kind, Period, float | None]] = [
         (TOKENS, DAY, tokens_per_day), (COST, DAY, cost_per_day),
         (TOKENS, MONTH, tokens_per_month), (COST, MONTH, cost_per_month)]
     return [Budget(kind, period, limit) for kind, period, limit in pairs if limit is not None]

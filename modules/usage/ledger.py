@@ -13,6 +13,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, cast
+
+from sqlalchemy import Table
 
 from modules.storage import usage as usage_store
 from modules.storage.db import Database
@@ -24,10 +27,12 @@ from modules.usage.records import UsageRecord
 log = logging.getLogger(__name__)
 
 GRACE_S = 0.25
+# Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
+_MODEL_USAGE = cast(Table, ModelUsage.__table__)
 _USERS_CACHED = 10_000
 
 
-def row_of(record: UsageRecord) -> dict[str, object]:
+def row_of(record: UsageRecord) -> dict[str, Any]:
     ctx = record.context
     return dict(user_id=record.user_id, conversation_id=ctx.conversation_id, task_id=ctx.task_id,
                 agent_id=ctx.agent_id, agent=ctx.agent[:128], purpose=ctx.purpose, model=record.model[:128],
@@ -65,7 +70,7 @@ class UsageLedger:
 
     def record(self, record: UsageRecord) -> None:
         """Queue the request's row for the next batch, add it to its task's sums, tell the listeners."""
-        self._writer.defer(ModelUsage.__table__, [row_of(record)])
+        self._writer.defer(_MODEL_USAGE, [row_of(record)])
         task_id = record.context.task_id
         if task_id is not None:
             with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from modules.llm import ChatModel, ModelError, ModelReply
 from modules.llm.tokens import count_messages, count_tokens, count_tools
@@ -33,14 +34,15 @@ class MeteredChatModel:
     def bound(self, context: CallContext) -> BoundChatModel:
         return BoundChatModel(self, context)
 
-    def stream_chat(self, *, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
-                    on_text: Callable[[str], None] = ignore_text, should_stop: Callable[[], bool] = never_stop,
+    def stream_chat(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                    model: str | None = None, on_text: Callable[[str], None] = ignore_text,
+                    should_stop: Callable[[], bool] = never_stop,
                     on_reasoning: Callable[[str], None] = ignore_text) -> ModelReply:
         return self.metered(CallContext(UNATTRIBUTED), messages=messages, tools=tools, model=model,
                             on_text=on_text, should_stop=should_stop, on_reasoning=on_reasoning)
 
-    def metered(self, context: CallContext, *, messages: list[dict], tools: list[dict] | None, model: str | None,
-                on_text: Callable[[str], None], should_stop: Callable[[], bool],
+    def metered(self, context: CallContext, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                model: str | None, on_text: Callable[[str], None], should_stop: Callable[[], bool],
                 on_reasoning: Callable[[str], None]) -> ModelReply:
         started = time.monotonic()
         first: list[float] = []
@@ -74,7 +76,7 @@ class MeteredChatModel:
         return reply
 
     def _record(self, context: CallContext, model: str, status: str, reply: ModelReply | None,
-                messages: list[dict], tools: list[dict] | None, output: str, latency_s: float,
+                messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, output: str, latency_s: float,
                 first_token_s: float | None, span: Span | None) -> None:
         usage = reply.usage if reply is not None else None
         if usage is not None:
@@ -102,8 +104,9 @@ class BoundChatModel:
         self._meter, self.context = meter, context
         self.label = meter.label
 
-    def stream_chat(self, *, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
-                    on_text: Callable[[str], None] = ignore_text, should_stop: Callable[[], bool] = never_stop,
+    def stream_chat(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                    model: str | None = None, on_text: Callable[[str], None] = ignore_text,
+                    should_stop: Callable[[], bool] = never_stop,
                     on_reasoning: Callable[[str], None] = ignore_text) -> ModelReply:
         return self._meter.metered(self.context, messages=messages, tools=tools, model=model, on_text=on_text,
                                    should_stop=should_stop, on_reasoning=on_reasoning)

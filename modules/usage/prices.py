@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modules.config import ConfigError, read_toml
 
@@ -53,7 +54,7 @@ def load_prices(path: Path | None) -> PriceTable:
     for name, entry in models.items():
         if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
             raise ConfigError(f"{path}: models.{name} needs `input` and `output` (per million tokens)")
-        values = {key: entry.get(key, entry["input"] if key == "cached_input" else None)
+        values: dict[str, Any] = {key: entry.get(key, entry["input"] if key == "cached_input" else None)
                   for key in ("input", "cached_input", "output")}
         for key, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or not math.isfinite(value):

@@ -27,7 +27,7 @@ def sums(totals: UsageTotals) -> out.UsageSums:
 
 @bp.get("/conversations/<conversation_id>/usage")
 @endpoint({200: out.ConversationUsage}, errors=(404,))
-def conversation_usage(conversation_id: str, user_id: int):
+def conversation_usage(conversation_id: str, user_id: int) -> out.ConversationUsage:
     """The conversation's usage: totals, by agent, by purpose, by model."""
     conv = owned_conversation(conversation_id, user_id)
     runtime().ledger.flush()  # this process's rows still deferred are part of the answer
@@ -42,7 +42,7 @@ def conversation_usage(conversation_id: str, user_id: int):
 
 @bp.get("/usage")
 @endpoint({200: out.UserUsage}, errors=(400,), query=UsageQuery)
-def user_usage(query: UsageQuery, user_id: int):
+def user_usage(query: UsageQuery, user_id: int) -> out.UserUsage:
     """The caller's usage by UTC day, `from` to `to` (both included; at most 366 days)."""
     end = query.end or datetime.now(UTC).date()
     start = query.start or end - timedelta(days=DEFAULT_DAYS - 1)
