@@ -42,7 +42,7 @@ class Metrics:
         self.queue_depth = Gauge("chat_queued_messages", "Messages waiting in agents' queues (all processes)",
                                  registry=r)
 
-    def watch_queue_depth(self, read: Callable[[], int]) -> None:
+    def watch_queue_depth(self, read: Callable[[], float]) -> None:
         """Read at each scrape (a count from the database)."""
         self.queue_depth.set_function(read)
 
