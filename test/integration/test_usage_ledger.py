@@ -8,6 +8,8 @@ import json
 import re
 from datetime import UTC, datetime
 
+import socketio
+
 from test.conftest import TWO_USERS, wait_until
 from test.scripted_llm import StepUsage, match_system, text, tool_calls
 
@@ -105,6 +107,18 @@ def test_usage_is_the_callers_own(make_server, llm):
     assert server.get("/api/usage?from=yesterday").json()["code"] == "invalid_range"
     # the operator's metrics want their own token once users have tokens
     assert server.get("/metrics").status_code == 401
+
+
+def test_metrics_count_connected_sockets_and_show_the_queue_depth(server):
+    client = socketio.Client(reconnection=False)
+    client.connect(server.url, wait_timeout=10)
+    try:
+        body = wait_until(lambda: (t := server.get("/metrics").text) and "chat_connected_sockets 1.0" in t and t,
+                          what="the socket counted")
+        assert "chat_queued_messages 0.0" in body
+    finally:
+        client.disconnect()
+    wait_until(lambda: "chat_connected_sockets 0.0" in server.get("/metrics").text, what="the socket gone")
 
 
 def test_metrics_want_the_metrics_token_when_auth_tokens_are_set(make_server, llm):
