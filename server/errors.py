@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from flask import Flask, jsonify
+from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, *, details: dict | None = None):
+    def __init__(self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
-        self.details = details or {}  # more fields of the body (`budget_exceeded`: `resets_at`)
+        self.details: dict[str, Any] = details or {}  # more fields of the body (`budget_exceeded`: `resets_at`)
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         return {"success": False, "error": self.message, "code": self.code, **self.details}
 
 
@@ -34,11 +35,11 @@ _HTTP_CODES = {
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
-    def _api_error(err: ApiError):
+    def _api_error(err: ApiError) -> tuple[Response, int]:
         return jsonify(err.body()), err.status
 
     @app.errorhandler(HTTPException)
-    def _http_error(err: HTTPException):
+    def _http_error(err: HTTPException) -> tuple[Response, int]:
         status = err.code or 500
         code = _HTTP_CODES.get(status, "http_error")
         message = err.description or err.name
@@ -47,6 +48,6 @@ def register_error_handlers(app: Flask) -> None:
         return jsonify({"success": False, "error": message, "code": code}), status
 
     @app.errorhandler(Exception)
-    def _unexpected(err: Exception):
+    def _unexpected(err: Exception) -> tuple[Response, int]:
         log.exception("unhandled error")
         return jsonify({"success": False, "error": "internal server error", "code": "internal_error"}), 500

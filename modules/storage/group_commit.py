@@ -94,7 +94,8 @@ class GroupCommit:
         self._submit([item])
         if item.error is not None:
             raise item.error
-        return item.result
+        result: T = item.result
+        return result
 
     def _submit(self, items: list[_Pending]) -> None:
         """Queue the items; then either lead (commit what is queued, own items included) or follow (wait for
@@ -180,7 +181,7 @@ class GroupCommit:
             for item in batch:
                 if item.step is not None:
                     item.result = item.step(s)
-                else:
+                elif item.table is not None:
                     by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
             for table, rows in by_table.values():
                 s.execute(insert(table), rows)
