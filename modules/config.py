@@ -63,6 +63,13 @@ def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool =
     return value
 
 
+def _limit(env: dict[str, str], name: str) -> float | None:
+    """An optional positive budget: unset (or empty) is no limit."""
+    if not env.get(name, "").strip():
+        return None
+    return _float(env, name, 0.0)
+
+
 def parse_auth_tokens(raw: str) -> dict[str, str]:
     """`user:token,...` -> {token: user}. Rejects malformed pairs loudly."""
     tokens: dict[str, str] = {}
@@ -130,6 +137,13 @@ class Settings:
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
     routing_stages: str = "combined"  # or "separate": query rewriting, then intent recognition
+    model_prices_path: Path | None = None  # MODEL_PRICES: price per million tokens of each model (TOML)
+    budget_tokens_per_day: float | None = None  # per user; None: no limit
+    budget_tokens_per_month: float | None = None
+    budget_cost_per_day: float | None = None
+    budget_cost_per_month: float | None = None
+    metrics_token: str | None = None  # METRICS_TOKEN: what /metrics wants as a bearer token with AUTH_TOKENS
+    traces: str = "off"  # TRACES: `otlp` exports OpenTelemetry traces of turns (modules/tracing.py)
 
     @property
     def workspaces_dir(self) -> Path:
@@ -198,4 +212,11 @@ class Settings:
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
             routing_stages=_choice(env, "ROUTING_STAGES", ("combined", "separate")),
+            model_prices_path=Path(env["MODEL_PRICES"]) if env.get("MODEL_PRICES") else None,
+            budget_tokens_per_day=_limit(env, "BUDGET_TOKENS_PER_DAY"),
+            budget_tokens_per_month=_limit(env, "BUDGET_TOKENS_PER_MONTH"),
+            budget_cost_per_day=_limit(env, "BUDGET_COST_PER_DAY"),
+            budget_cost_per_month=_limit(env, "BUDGET_COST_PER_MONTH"),
+            metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+            traces=_choice(env, "TRACES", ("off", "otlp")),
         )

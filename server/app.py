@@ -28,9 +28,11 @@ from server.api import (
     export,
     health,
     messages,
+    metrics,
     openapi,
     queued,
     tasks,
+    usage,
     workspace_files,
 )
 from server.auth import Authenticator
@@ -80,6 +82,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     def sweep_when_back(change: HealthChange) -> None:
         if change.available:
             spawn(_sweep, rt)
+        else:
+            rt.metrics.outages.inc()
 
     db.health.subscribe(sweep_when_back)
     recovered = rt.membership.take_over(rt.tasks)
@@ -97,7 +101,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     register_error_handlers(app)
     outage.install(app, socketio, db, spawn)
     for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
-               queued.bp, health.bp, messages.bp, openapi.bp):
+               queued.bp, health.bp, messages.bp, usage.bp, metrics.bp,
+               openapi.bp):
         app.register_blueprint(bp)
     _register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)

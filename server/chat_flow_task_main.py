@@ -9,6 +9,7 @@ from collections.abc import Callable
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from modules.storage.records import new_id
+from modules.usage.records import AGENT, CallContext
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
@@ -41,6 +42,8 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
         rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     if refused_at is None:
         sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+    context = CallContext(AGENT, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,
+                          task_id=turn.task_id)
 
     def on_text(chunk: str) -> None:
         sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
@@ -49,7 +52,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
         sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk})
 
     try:
-        return rt.model.stream_chat(
+        return rt.model.bound(context).stream_chat(
             messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
             on_text=on_text, on_reasoning=on_reasoning, should_stop=turn.stopped,
         )
@@ -92,6 +95,9 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
     for iteration in range(limit):
         if turn.stopped() or not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
+        if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):
+            return TurnOutcome(FAILED, {"code": "budget_exceeded", "message": over.message,
+                                        "resets_at": over.resets_at})
         message_id = new_id()
         try:
             reply = _reply_within_window(rt, turn, sender, message_id)

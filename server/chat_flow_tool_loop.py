@@ -50,8 +50,11 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
         if turn.stopped():
             result = STOPPED_RESULT
         else:
-            result = rt.tools.execute(call.name, call.arguments, dataclasses.replace(ctx, tool_call_id=call.id),
-                                      allowed=list(turn.profile.tools))
+            with rt.tracing.span(f"execute_tool {call.name}", {
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id, "gen_ai.agent.name": turn.display_name}):
+                result = rt.tools.execute(call.name, call.arguments, dataclasses.replace(ctx, tool_call_id=call.id),
+                                          allowed=list(turn.profile.tools))
         if not turn_is_ours(rt, turn):
             return  # taken over: the new owner closed the open calls already
         message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,

@@ -23,6 +23,7 @@ from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
 from modules.storage.models import Conversation
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
+from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
 from server.routing_inbox import RoutingInbox, pending_answer
 from server.runtime import Runtime
@@ -113,6 +114,7 @@ class ChatService:
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
         if earlier is not None:
             return self._answer_stored(earlier, on_conversation)
+        refuse_over_budget(self._rt.budgets, user_id)
         conv = self._conversation(user_id, req)
         if on_conversation is not None:
             on_conversation(conv.id)

@@ -12,14 +12,15 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.details: dict[str, Any] = details or {}  # more fields of the body (`budget_exceeded`: `resets_at`)
 
     def body(self) -> dict[str, Any]:
-        return {"success": False, "error": self.message, "code": self.code}
+        return {"success": False, "error": self.message, "code": self.code, **self.details}
 
 
 def not_found(what: str = "resource") -> ApiError:

@@ -185,9 +185,31 @@ class TaskEndEvent(TaskEventBase):
 
 
 @with_config(_STRICT)
+class UsageSums(TypedDict):
+    """Tokens of model requests as the provider reported them (`estimated` of them were estimated: it
+    reported none); `cost` by the price table (MODEL_PRICES), null while no request had a price."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    requests: int
+    estimated: int
+    cost: float | None
+
+
+@with_config(_STRICT)
+class TaskCompleteEvent(TaskEndEvent):
+    """The turn answered; `usage`: what its model requests used."""
+
+    usage: UsageSums
+
+
+@with_config(_STRICT)
 class ErrorEvent(TaskEndEvent):
     code: str
     message: str
+    resets_at: NotRequired[float]  # `budget_exceeded`: when the used-up budget's period starts again
 
 
 @with_config(_STRICT)
@@ -229,7 +251,7 @@ EVENTS: dict[str, type] = {
     "ask_user": AskUserEvent,
     "suggestions": SuggestionsEvent,
     "sub_agent_waiting": SubAgentWaitingEvent,
-    "task_complete": TaskEndEvent,
+    "task_complete": TaskCompleteEvent,
     "task_stopped": TaskEndEvent,
     "error": ErrorEvent,
     "pending_count": PendingCountEvent,

@@ -110,10 +110,16 @@ class RoutingInbox:
             log.info("message %s: its conversation is gone", held.id)
             return
         try:
-            decision = self._decide(conv, held)
+            with rt.tracing.span("route message", {"gen_ai.conversation.id": conv.id,
+                                                    "chat.message_id": held.id}) as span:
+                decision = self._decide(conv, held)
+                if span is not None:
+                    span.set_attribute("chat.route", decision.route)
+                    span.set_attribute("chat.target_agent", decision.target.display_name)
         except Exception:
             log.exception("routing message %s failed; the master gets it", held.id)
             decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")
+        rt.metrics.routes.labels(decision.route).inc()
         meta = {**held.meta, "route": decision.route}
         if decision.rewritten:
             meta["rewritten_query"] = decision.rewritten

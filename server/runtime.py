@@ -25,11 +25,18 @@ from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
+from modules.storage.pending_messages import queued_total
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.tracing import build_tracing
+from modules.usage.budgets import Budgets, budgets_from
+from modules.usage.ledger import UsageLedger
+from modules.usage.metered_model import MeteredChatModel
+from modules.usage.prices import load_prices
 from server.cluster import Membership
+from server.metrics import Metrics
 from server.sender import Transport
 from server.suggestions import SuggestionService
 from server.turns.event_log import EventLog
@@ -40,12 +47,24 @@ class Runtime:
     def __init__(self, *, settings: Settings, db: Database, model: ChatModel, tools: ToolRegistry,
                  profiles: dict[str, AgentProfile], sandbox: Sandbox, transport: Transport,
                  spawn: Callable[..., Any], signals: RoutingSignals):
-        self.settings, self.db, self.model, self.tools, self.profiles = settings, db, model, tools, profiles
+        self.settings, self.db, self.tools, self.profiles = settings, db, tools, profiles
         self.sandbox, self.transport, self.spawn, self.signals = sandbox, transport, spawn, signals
         self.membership = Membership(db, poll_s=settings.peer_poll_s)
         self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
         # One per process: the events and sends of every task share its transactions.
         self.writer = GroupCommit(db)
+        # Every model request is metered here, in one place; its ledger rows ride the group commit.
+        self.metrics = Metrics()
+        self.metrics.watch_queue_depth(lambda: _or_nan(lambda: queued_total(db)))
+        self.ledger = UsageLedger(db, self.writer, listeners=(self.metrics.model_request,))
+        sandbox.watchers.append(self.metrics.command_ended)
+        self.tracing = build_tracing(settings.traces)
+        self.model = MeteredChatModel(model, self.ledger, load_prices(settings.model_prices_path),
+                                      settings.llm_model, self.tracing)
+        self.budgets = Budgets(db, budgets_from(
+            tokens_per_day=settings.budget_tokens_per_day, tokens_per_month=settings.budget_tokens_per_month,
+            cost_per_day=settings.budget_cost_per_day, cost_per_month=settings.budget_cost_per_month),
+            flush=self.ledger.flush)
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
@@ -71,7 +90,7 @@ class Runtime:
             db=db, settings=settings, router=self.router, states=self.agent_states, sub_agents=self.sub_agents,
             commands=self.commands, profiles=profiles, user_questions=self.user_questions,
             expect_turn=self.tasks.expect_turn, terminate_agent=self.tasks.terminate_agent)
-        self.suggestions = SuggestionService(model, settings, signals, self.event_log, transport, spawn)
+        self.suggestions = SuggestionService(self.model, settings, signals, self.event_log, transport, spawn)
         self.refused_sizes = RefusedSizes()  # what providers refused as too long (server/turns/context_window.py)
 
     @property
@@ -85,3 +104,11 @@ class Runtime:
 
     def profile(self, role: str) -> AgentProfile:
         return self.profiles.get(role) or self.master
+
+
+def _or_nan(read: Callable[[], int]) -> float:
+    """A gauge read at scrape time: NaN while the database does not answer (the scrape still succeeds)."""
+    try:
+        return float(read())
+    except Exception:
+        return float("nan")

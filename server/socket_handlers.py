@@ -83,12 +83,14 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
             users[_sid()] = auth.user_id_for(token)
         except ApiError as err:
             raise ConnectionRefusedError(err.message) from None
+        rt.metrics.sockets.set(len(users))
         if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did
             socketio.emit(*status_event(rt.db), to=_sid())
 
     @_on(socketio, "disconnect")
     def on_disconnect(*_args: Any) -> None:
         users.pop(_sid(), None)
+        rt.metrics.sockets.set(len(users))
 
     @_on(socketio, "join_conversation")
     @acked

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from modules.config import Settings
-from modules.llm import ChatModel
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.suggestions import generate_suggestions
+from modules.usage.metered_model import MeteredChatModel
+from modules.usage.records import SUGGESTIONS, CallContext
 from server.sender import TaskEventSender, Transport
 from server.turns.event_log import EventLog
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class SuggestionService:
-    def __init__(self, model: ChatModel, settings: Settings, signals: RoutingSignals, event_log: EventLog,
+    def __init__(self, model: MeteredChatModel, settings: Settings, signals: RoutingSignals, event_log: EventLog,
                  transport: Transport, spawn: Callable[..., Any]):
         self._model, self._settings, self._signals = model, settings, signals
         self._event_log, self._transport, self._spawn = event_log, transport, spawn
@@ -43,7 +44,9 @@ class SuggestionService:
     def _run(self, task_id: str, conversation_id: str, agent_id: str, reply_message_id: str, user_message: str,
              reply: str, generation: int) -> None:
         try:
-            questions = generate_suggestions(self._model, self._settings.stage_model("suggest") or None,
+            model = self._model.bound(CallContext(SUGGESTIONS, conversation_id, agent="SuggestionAgent",
+                                                  agent_id=agent_id, task_id=None))
+            questions = generate_suggestions(model, self._settings.stage_model("suggest") or None,
                                              user_message, reply, self._signals.quick_actions())
         except Exception:
             log.exception("suggestions failed")

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent import agent_state
-from modules.multi_agent.pipeline import INTENT, recognize_intent, rewrite_query
-from modules.multi_agent.routing_stage import route_in_one_request
+from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
+from modules.multi_agent.routing_stage import ROUTER, route_in_one_request
 from modules.multi_agent.user_questions import OpenQuestion
 from modules.storage import messages as message_store
 from modules.storage.models import Agent, Conversation
 from modules.sub_agent.manager import SubAgentError
+from modules.usage import records as usage
+from modules.usage.metered_model import BoundChatModel
 from server.errors import ApiError
 from server.runtime import Runtime
 
@@ -100,11 +102,13 @@ class UserMessageRouting:
 
         if rt.settings.routing_stages == "combined":
             named = f"{active.role} ({active.display_name})" if active is not None else None
-            route = route_in_one_request(rt.model, rt.settings.stage_model("intent") or None, rt.profiles, history,
+            route = route_in_one_request(self._model(conv, usage.ROUTING, ROUTER),
+                                         rt.settings.stage_model("intent") or None, rt.profiles, history,
                                          message, named, rt.master.name, record)
             query, role = route.query, route.agent
         else:
-            query = rewrite_query(rt.model, rt.settings.stage_model("rewrite") or None, history, message, record)
+            query = rewrite_query(self._model(conv, usage.REWRITE, REWRITER),
+                                  rt.settings.stage_model("rewrite") or None, history, message, record)
             role = self._intent(conv, query)
         if active is not None and active.role == role:
             target = active
@@ -114,8 +118,13 @@ class UserMessageRouting:
 
     def _intent(self, conv: Conversation, query: str) -> str:
         rt = self._rt
-        return recognize_intent(rt.model, rt.settings.stage_model("intent") or None, rt.profiles, query,
-                                rt.master.name, lambda name: rt.active_agents.set_active_agent(conv.id, name))
+        return recognize_intent(self._model(conv, usage.INTENT, INTENT), rt.settings.stage_model("intent") or None,
+                                rt.profiles, query, rt.master.name,
+                                lambda name: rt.active_agents.set_active_agent(conv.id, name))
+
+    def _model(self, conv: Conversation, purpose: str, stage: str) -> BoundChatModel:
+        """The model, metered for this conversation's routing stage."""
+        return self._rt.model.bound(usage.CallContext(purpose, conv.id, conv.user_id, agent=stage))
 
     def _dispatch(self, conv: Conversation, agents: list[Agent], master: Agent, role: str) -> Agent:
         """The master, or the newest live sub-agent of the role (created when there is none)."""

@@ -28,6 +28,7 @@ from test.scripted_steps import (  # re-exported: tests import the script's buil
     Match,
     RawChunksStep,
     Step,
+    StepUsage,
     TextStep,
     ToolCallsStep,
     broken_stream,
@@ -46,7 +47,7 @@ from test.scripted_steps import (  # re-exported: tests import the script's buil
 
 __all__ = [
     "ScriptedLLMServer", "RecordedRequest", "MAX_WAIT_S", "TextStep", "ToolCallsStep", "ErrorStep",
-    "HangStep", "DynamicStep", "Step", "Match", "text", "broken_stream", "tool_calls", "error", "hang",
+    "HangStep", "DynamicStep", "Step", "StepUsage", "Match", "text", "broken_stream", "tool_calls", "error", "hang",
     "dynamic", "STAGE_MARKERS", "is_stage_request", "stage_default", "match_system", "match_last_user",
     "match_model", "RawChunksStep", "JsonBodyStep",
 ]
@@ -263,7 +264,9 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model") or "scripted")
         if body.get("stream"):
             drop = isinstance(step, TextStep) and step.drop
-            self._stream(_stream_deltas(step, record.tool_call_ids), step.delay_s, model, drop=drop)
+            wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+            usage = step.usage.body() if step.usage is not None and wants_usage else None
+            self._stream(_stream_deltas(step, record.tool_call_ids), step.delay_s, model, drop=drop, usage=usage)
         else:
             self._send_json(200, _completion(step, record.tool_call_ids, model))
 
@@ -277,7 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, deltas: Iterator[tuple[dict, str | None]], delay_s: float, model: str, *, drop: bool) -> None:
+    def _stream(self, deltas: Iterator[tuple[dict, str | None]], delay_s: float, model: str, *, drop: bool,
+                usage: dict | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -298,6 +302,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             }
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+        if usage is not None:  # the real API's last chunk with `include_usage`: no choices, the counts
+            last = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                    "choices": [], "usage": usage}
+            self._write_chunk(f"data: {json.dumps(last)}\n\n".encode())
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -363,7 +371,8 @@ def _completion(step: TextStep | ToolCallsStep, ids: list[str], model: str) -> d
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": step.usage.body() if step.usage is not None else
+        {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 
 

@@ -14,12 +14,30 @@ MAX_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
+class StepUsage:
+    """What the step reports as its `usage` (a last chunk with `choices: []`, sent only when the request
+    asked for it with `stream_options.include_usage`, as the real API does)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def body(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+                "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens}}
+
+
+@dataclass(frozen=True)
 class TextStep:
     content: str
     chunk_size: int = 4
     delay_s: float = 0.0
     wait: threading.Event | None = None
     drop: bool = False  # cut the connection after the content, before finish_reason/[DONE]
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -28,6 +46,7 @@ class ToolCallsStep:
     text: str = ""
     delay_s: float = 0.0
     wait: threading.Event | None = None
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -69,12 +88,14 @@ Step = TextStep | ToolCallsStep | ErrorStep | HangStep | RawChunksStep | JsonBod
 Match = Callable[[dict], bool]
 
 
-def text(content: str, *, chunk_size: int = 4, delay_s: float = 0.0, wait: threading.Event | None = None) -> TextStep:
+def text(content: str, *, chunk_size: int = 4, delay_s: float = 0.0, wait: threading.Event | None = None,
+         usage: StepUsage | None = None) -> TextStep:
     """Stream `content` in `chunk_size`-character deltas, `delay_s` apart, then finish with "stop".
 
-    With `wait`, the server holds the call open until the event is set (at most MAX_WAIT_S).
+    With `wait`, the server holds the call open until the event is set (at most MAX_WAIT_S); with `usage`,
+    it reports those token counts.
     """
-    return TextStep(content, max(1, chunk_size), delay_s, wait)
+    return TextStep(content, max(1, chunk_size), delay_s, wait, usage=usage)
 
 
 def broken_stream(content: str, *, chunk_size: int = 4) -> TextStep:
@@ -87,6 +108,7 @@ def tool_calls(
     text: str = "",
     delay_s: float = 0.0,
     wait: threading.Event | None = None,
+    usage: StepUsage | None = None,
 ) -> ToolCallsStep:
     """Answer with tool calls; dict arguments are JSON-dumped, str arguments are sent verbatim (may be malformed).
 
@@ -94,7 +116,7 @@ def tool_calls(
     each call's arguments are streamed in several pieces, like the real API.
     """
     raw = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls)
-    return ToolCallsStep(raw, text, delay_s, wait)
+    return ToolCallsStep(raw, text, delay_s, wait, usage)
 
 
 def error(status: int, message: str = "scripted error", *, retry_after: float | None = None,

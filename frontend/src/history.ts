@@ -84,6 +84,7 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (m.content) {
         push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content, done: true,
           fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base,
+          taskId: str(meta.task_id) || undefined,
           reasoning: str(meta.reasoning) || undefined, truncated: meta.truncated === true || undefined });
       }
       for (const call of m.tool_calls ?? []) {

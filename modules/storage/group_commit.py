@@ -10,6 +10,9 @@ hand over a step (a short function of the session), or a value for a batch step,
 all the values of a batch that name it (the sends of a batch: their receivers locked in one statement,
 their messages inserted in one). When a batch fails, its writers are retried one by one, so one bad
 row (a duplicate key) fails only its writer.
+Rows may also be deferred: queued without a waiting writer, they go out with the next batch anyone
+commits (the usage ledger's row of a model request rides with the turn's next event: no commit of its
+own); `flush_deferred` commits them when no other write came.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     wake: threading.Event | None = None  # its writer's: set when the item is done or the writer may lead
+    deferred: bool = False  # no writer waits for it (`defer`)
 
     @property
     def size(self) -> int:
@@ -57,6 +61,7 @@ class GroupCommit:
         self._leading = False  # a writer is committing a batch right now
         self.batches = 0  # transactions written, for benchmarks and tests
         self.rows = 0
+        self.deferred_lost = 0  # deferred rows a failed batch could not write (other than an outage)
 
     def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
         """Insert `rows` into `table`; returns once they are committed, raises what the write raised."""
@@ -70,6 +75,21 @@ class GroupCommit:
         self._submit(items)
         errors = iter([item.error for item in items])
         return [next(errors) if rows else None for rows in writers]
+
+    def defer(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Queue `rows` for the next batch anyone commits, without waiting for it."""
+        if rows:
+            with self._lock:
+                self._queue.append(_Pending(table, rows, deferred=True))
+
+    def has_deferred(self) -> bool:
+        with self._lock:
+            return any(item.deferred for item in self._queue)
+
+    def flush_deferred(self) -> None:
+        """Commit the deferred rows still queued (none: nothing is written)."""
+        if self.has_deferred():
+            self.call(_nothing)
 
     def call(self, step: Callable[[Session], T]) -> T:
         """Run `step` inside a batch's transaction; returns its result once committed. A step may run twice
@@ -130,9 +150,9 @@ class GroupCommit:
                         self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
                 with self._lock:
                     self._leading = False
-                    # The writer of the oldest queued item leads next (every queued item has its writer's
-                    # wake); the others sleep on.
-                    next_wake = self._queue[0].wake if self._queue else None
+                    # The writer of the oldest queued item leads next (deferred items have none); the
+                    # others sleep on.
+                    next_wake = next((item.wake for item in self._queue if item.wake is not None), None)
                     if next_wake is not None:
                         next_wake.set()
 
@@ -157,7 +177,7 @@ class GroupCommit:
         try:
             self._commit(batch)
         except DatabaseUnavailable as exc:  # the database is away: every writer of the batch hears it
-            self._settle(batch, exc)
+            self._settle(self._requeue_deferred(batch), exc)
             return
         except Exception as exc:
             if len(batch) == 1:
@@ -192,13 +212,26 @@ class GroupCommit:
         self.batches += 1
         self.rows += sum(len(rows) for _, rows in by_table.values())
 
-    @staticmethod
-    def _settle(batch: list[_Pending], error: BaseException | None) -> None:
+    def _requeue_deferred(self, batch: list[_Pending]) -> list[_Pending]:
+        """Deferred rows wait in the queue for the database to come back; the rest of the batch is returned."""
+        deferred = [item for item in batch if item.deferred]
+        if deferred:
+            with self._lock:
+                self._queue[:0] = deferred
+        return [item for item in batch if not item.deferred]
+
+    def _settle(self, batch: list[_Pending], error: BaseException | None) -> None:
         for item in batch:
+            if item.deferred and error is not None:
+                self.deferred_lost += 1
             item.error = error
             item.done.set()
             if item.wake is not None:
                 item.wake.set()
+
+
+def _nothing(_session: Session) -> None:
+    """The step of a batch committed only for the deferred rows queued with it."""
 
 
 def _all_done(items: list[_Pending]) -> bool:

@@ -217,3 +217,30 @@ class ServerProcess(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[float] = mapped_column(Double)
     heartbeat_at: Mapped[float] = mapped_column(Double, index=True)
+
+
+class ModelUsage(Base):
+    """One model request in the usage ledger (docs/API.md, "Usage"): tokens as the provider reported them,
+    or an estimate (`estimated`). No foreign keys: the ledger outlives a deleted conversation."""
+
+    __tablename__ = "model_usage"
+    __table_args__ = (Index("ix_model_usage_user_created", "user_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    conversation_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    task_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    agent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    agent: Mapped[str] = mapped_column(String(128))
+    purpose: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    estimated: Mapped[bool] = mapped_column(Boolean)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    cached_tokens: Mapped[int] = mapped_column(Integer)
+    reasoning_tokens: Mapped[int] = mapped_column(Integer)
+    cost: Mapped[float | None] = mapped_column(Double, nullable=True)
+    latency_s: Mapped[float] = mapped_column(Double)
+    first_token_s: Mapped[float | None] = mapped_column(Double, nullable=True)
+    created_at: Mapped[float] = mapped_column(Double)

@@ -204,3 +204,10 @@ def queued_count(db: Database, agent_id: str) -> int:
     with db.read() as s:
         return s.scalar(select(func.count()).select_from(PendingMessageRow).where(
             PendingMessageRow.target_agent_id == agent_id, PendingMessageRow.status == QUEUED)) or 0
+
+
+def queued_total(db: Database) -> int:
+    """Messages waiting in every agent's queue (the operator's queue depth)."""
+    with db.read() as s:
+        return s.scalar(select(func.count()).select_from(PendingMessageRow).where(
+            PendingMessageRow.status == QUEUED)) or 0

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -158,6 +159,8 @@ class Sandbox:
         self.problem: str | None = "it was not probed"  # why the sandbox cannot be built here
         self._probed = False
         self.probe_ms: float | None = None
+        # Told how each command ended and how long it ran (`ok`/`failed`/`timeout`/`stopped`, seconds).
+        self.watchers: list[Callable[[str, float], None]] = []
 
     # -- deciding -------------------------------------------------------------
     def probe(self) -> Sandbox:

@@ -36,6 +36,15 @@ class CommandOutcome:
     stopped: bool
     duration_s: float
 
+    @property
+    def ended_as(self) -> str:
+        """`ok`, `failed` (a non-zero exit), `timeout` or `stopped`."""
+        if self.timed_out:
+            return "timeout"
+        if self.stopped:
+            return "stopped"
+        return "ok" if self.exit_code == 0 else "failed"
+
 
 def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
     """The last `tail_chars` characters of a log file, and whether anything was cut.
@@ -106,10 +115,13 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
             launched.release()
         out.close()
     output, truncated = read_tail(log_path, tail_chars)
-    return CommandOutcome(
+    outcome = CommandOutcome(
         exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,
         stopped=stopped, duration_s=round(time.monotonic() - started, 3),
     )
+    for watch in sandbox.watchers:  # the operator's metrics (server/metrics.py)
+        watch(outcome.ended_as, outcome.duration_s)
+    return outcome
 
 
 def _read_some(fd: int, out: CappedLog, on_output: Callable[[bytes], None]) -> bool:

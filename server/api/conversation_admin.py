@@ -20,6 +20,7 @@ from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import RenameConversationBody
 from server.api.serializers import agent_out, conversation_detail
+from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
 
@@ -109,7 +110,7 @@ def _last_user_message(rt: Runtime, master_id: str) -> Message | None:
 
 
 @bp.post("/<conversation_id>/regenerate")
-@endpoint({202: out.SendAccepted}, errors=(404, 409))
+@endpoint({202: out.SendAccepted, 429: out.BudgetExceededBody}, errors=(404, 409))
 def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, int]:
     """A new turn of the master that answers the last user message again; the old answer stays.
 
@@ -123,6 +124,7 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
     last = _last_user_message(rt, master.id)
     if last is None:
         raise ApiError(409, "nothing_to_regenerate", "the conversation has no user message to answer again")
+    refuse_over_budget(rt.budgets, user_id)
     original = (last.meta or {}).get("regenerate_of") or last.message_id
     rt.suggestions.cancel(conv.id)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",

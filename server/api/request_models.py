@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo, field_validator
@@ -93,3 +94,12 @@ class ConversationSearchQuery(RequestModel):
 
 class ExportQuery(RequestModel):
     format: Literal["md", "json"] = Field("md", description="`md` (Markdown) or `json`")
+
+
+class UsageQuery(RequestModel):
+    """`GET /api/usage`: the caller's usage by UTC day, from one day to another (both included)."""
+
+    error_codes = {"from": "invalid_range", "to": "invalid_range"}
+    start: date | None = Field(None, alias="from", description="first UTC day, `YYYY-MM-DD` (default: 29 days "
+                                                               "before `to`)")
+    end: date | None = Field(None, alias="to", description="last UTC day, `YYYY-MM-DD` (default: today)")

@@ -19,6 +19,20 @@ class ErrorBody(ResponseModel):
     code: str = Field(description="what went wrong, for programs (API.md lists the codes)")
 
 
+class BudgetState(ResponseModel):
+    kind: Literal["tokens", "cost"]
+    period: Literal["day", "month"]
+    limit: float
+    used: float
+
+
+class BudgetExceededBody(ErrorBody):
+    """429 `budget_exceeded`: the caller used up a budget (BUDGET_*); nothing was stored."""
+
+    resets_at: float = Field(description="epoch seconds (UTC) when the budget's day or month starts again")
+    budget: BudgetState
+
+
 class Conversation(ResponseModel):
     conversation_id: str
     title: str
@@ -223,3 +237,40 @@ class QueuedMessage(ResponseModel):
 class QueuedMessageList(ResponseModel):
     success: Literal[True] = True
     data: list[QueuedMessage] = Field(description="in the order they were sent")
+
+
+class UsageSums(ResponseModel):
+    """Sums over model requests (docs/API.md, "Usage and budgets")."""
+
+    prompt_tokens: int = Field(description="as the provider reported them (cached ones included)")
+    completion_tokens: int = Field(description="reasoning tokens included")
+    cached_tokens: int = Field(description="prompt tokens served from the provider's cache")
+    reasoning_tokens: int
+    requests: int = Field(description="model requests, failed ones included")
+    estimated: int = Field(description="of these requests, those whose tokens were estimated (the provider "
+                                       "reported none)")
+    cost: float | None = Field(description="by the price table (MODEL_PRICES); null while no request had a price")
+
+
+class ConversationUsage(ResponseModel):
+    success: Literal[True] = True
+    conversation_id: str
+    totals: UsageSums
+    by_agent: dict[str, UsageSums] = Field(description="by agent display name or routing stage")
+    by_purpose: dict[str, UsageSums] = Field(description="`agent`, `routing`, `rewrite`, `intent`, `suggestions`, "
+                                                         "`compaction`")
+    by_model: dict[str, UsageSums]
+    by_task: dict[str, UsageSums] = Field(description="by task: the model requests of each turn (what the UI "
+                                                      "shows on a reply)")
+
+
+class UsageDay(UsageSums):
+    day: str = Field(description="UTC day, `YYYY-MM-DD`")
+
+
+class UserUsage(ResponseModel):
+    success: Literal[True] = True
+    start: str = Field(alias="from", description="first UTC day")
+    end: str = Field(alias="to", description="last UTC day")
+    totals: UsageSums
+    days: list[UsageDay] = Field(description="days with requests, oldest first")

@@ -13,7 +13,6 @@ from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.context.budget import RefusedSizes
-from modules.llm import ChatModel
 from modules.multi_agent.active_agent import ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter
@@ -23,7 +22,12 @@ from modules.storage.db import Database
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.tracing import Tracing
+from modules.usage.budgets import Budgets
+from modules.usage.ledger import UsageLedger
+from modules.usage.metered_model import MeteredChatModel
 from server.cluster import Membership
+from server.metrics import Metrics
 from server.sender import Transport
 from server.suggestions import SuggestionService
 from server.turns.event_log import EventLog
@@ -32,7 +36,11 @@ from server.turns.event_log import EventLog
 class TurnRuntime(Protocol):
     settings: Settings
     db: Database
-    model: ChatModel
+    model: MeteredChatModel  # bind a CallContext for each request (modules/usage/metered_model.py)
+    ledger: UsageLedger
+    budgets: Budgets
+    metrics: Metrics
+    tracing: Tracing
     tools: ToolRegistry
     agent_states: AgentStates
     router: MessageRouter

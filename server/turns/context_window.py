@@ -21,6 +21,7 @@ from modules.llm.tokens import count_messages, count_tokens, count_tools
 from modules.storage import messages as message_store
 from modules.storage import summaries as summary_store
 from modules.storage.summaries import Summary, SummaryDraft
+from modules.usage.records import COMPACTION, CallContext
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.types import Turn
@@ -53,9 +54,12 @@ def current_from_seq(turn: Turn) -> int:
 
 
 def request_summary(rt: TurnRuntime, turn: Turn, model: str, messages: list[dict[str, Any]]) -> str:
-    """The one place compaction asks a model (LLM_MODEL_COMPACT, else the agent's): one request, no tools.
-    "" when the user stopped the turn meanwhile (a summary cut short is never stored)."""
-    reply = rt.model.stream_chat(messages=messages, model=model or None, should_stop=turn.stopped)
+    """The one place compaction asks a model (LLM_MODEL_COMPACT, else the agent's): one request, no tools,
+    metered as the turn's `compaction`. "" when the user stopped the turn meanwhile (a summary cut short is
+    never stored)."""
+    context = CallContext(COMPACTION, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,
+                          task_id=turn.task_id)
+    reply = rt.model.bound(context).stream_chat(messages=messages, model=model or None, should_stop=turn.stopped)
     return "" if reply.finish_reason == "stopped" else reply.content.strip()
 
 

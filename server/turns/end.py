@@ -78,11 +78,12 @@ def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: T
     """End the turn; False when another process had taken the task over (then it is theirs to end)."""
     task_id = turn.task_id
     facts = until_answered(lambda: _read_facts(rt, turn, outcome, waiters), f"the end of task {task_id}")
+    usage = rt.ledger.take_task(task_id).as_dict()  # the turn's model requests, for its task_complete
     tries: list[int] = []
 
     def commit() -> _Ended | None:
         tries.append(1)
-        return _commit(rt, turn, sender, outcome, facts, retried=len(tries) > 1)
+        return _commit(rt, turn, sender, outcome, facts, usage, retried=len(tries) > 1)
 
     ended = until_answered(commit, f"the end of task {task_id}")
     if ended is None:
@@ -129,8 +130,8 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
     return _Facts(flags, busy, result, rt.sub_agents.completion_notice(agent, result), False)
 
 
-def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts, *,
-            retried: bool) -> _Ended | None:
+def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts,
+            usage: dict[str, Any], *, retried: bool) -> _Ended | None:
     me = rt.membership.process_id
     with rt.event_log.exclusive(turn.task_id), rt.db.write() as s:
         # First the status, by compare-and-set: a process that took this task over (it judged us gone)
@@ -152,7 +153,7 @@ def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnO
         if facts.busy_sub_agents:
             events.append(("sub_agent_waiting", {"count": len(facts.busy_sub_agents), "tasks": facts.busy_sub_agents}))
         if outcome.status == SUCCEEDED:
-            events.append(("task_complete", {**facts.flags}))
+            events.append(("task_complete", {**facts.flags, "usage": usage}))
         elif outcome.status == STOPPED:
             events.append(("task_stopped", {**facts.flags}))
         else:

@@ -165,7 +165,14 @@ class TurnManager:
                 outcome = TurnOutcome(STOPPED)
             else:
                 task_store.set_task_status(rt.db, task_id, task_store.RUNNING, expected=(task_store.PENDING,))
-                outcome = handle_task_with_sender(rt, turn, sender)
+                rt.metrics.turns_started.inc()
+                with rt.tracing.span(f"invoke_agent {turn.display_name}", {
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": turn.display_name,
+                        "gen_ai.agent.id": turn.agent_id, "gen_ai.conversation.id": turn.conversation_id,
+                        "chat.task_id": task_id}) as span:
+                    outcome = handle_task_with_sender(rt, turn, sender)
+                    if span is not None:
+                        span.set_attribute("chat.task_status", outcome.status)
         except (OperationalError, InterfaceError):
             log.exception("task %s lost its database", task_id)
             outcome = TurnOutcome(FAILED, DATABASE_LOST)
@@ -177,6 +184,7 @@ class TurnManager:
     def _finish(self, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome) -> None:
         """The end's transaction, then the one end-of-turn poller: what queued up meanwhile starts the
         agent's single follow-up turn."""
+        self._rt.metrics.turns_ended.labels(outcome.status).inc()
         if finish_turn(self._rt, turn, sender, outcome, self._waiters):
             after_commit(poll_completion_notifications, self._rt, turn.agent_id, self.create_chat_task)
 

@@ -49,6 +49,8 @@ def test_a_conversation_that_outgrows_the_window_goes_on_with_its_older_part_sum
     assert [s["summary_id"] for s in summaries] == [c["summary_id"] for c in compacted]
     export = server.get(f"/api/conversations/{cid}/export?format=md").text
     assert all(f"turn {n}:" in export for n in range(1, 31))  # the stored history stays whole
+    usage = server.get(f"/api/conversations/{cid}/usage").json()  # the summaries are metered as compaction
+    assert usage["by_purpose"]["compaction"]["requests"] == len(compacted)
 
 
 @pytest.mark.parametrize("wording", sorted(OVERFLOW_ANSWERS))

@@ -34,6 +34,11 @@ class Summariser:
     def __init__(self) -> None:
         self.requests: list[dict] = []
         self.during = lambda: None  # runs inside the request, as if the user did something meanwhile
+        self.contexts: list = []
+
+    def bound(self, context):  # the runtime's model is metered: compaction binds its purpose
+        self.contexts.append(context)
+        return self
 
     def stream_chat(self, *, messages, tools=None, model=None, should_stop=lambda: False, **_):
         self.requests.append({"messages": messages, "model": model, "tools": tools})
@@ -112,6 +117,7 @@ def test_a_long_history_is_summarised_once_and_then_read_from_the_summary_on(win
     messages, events, size = window.build()
     [request] = window.model.requests
     assert request["model"] == "small-model" and request["tools"] is None
+    assert [c.purpose for c in window.model.contexts] == ["compaction"]  # metered as compaction
     assert "every instruction" in request["messages"][0]["content"]
     assert "INSTRUCTION keep it short" in request["messages"][1]["content"]
     assert "INSTRUCTION keep it short" in messages[0]["content"]  # the summary, in the system message

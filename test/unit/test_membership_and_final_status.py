@@ -20,7 +20,9 @@ from modules.storage import pending_messages as queue
 from modules.storage import processes, retry
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.models import ServerProcess, Task
+from modules.usage.ledger import UsageLedger
 from server.sender import TaskEventSender
 from server.turns.end import finish_turn
 from server.turns.event_log import EventLog
@@ -114,7 +116,8 @@ def turn_end(db, monkeypatch):
     rt = SimpleNamespace(db=db, event_log=EventLog(db), agent_states=states, router=router, sub_agents=manager,
                          commands=SimpleNamespace(has_running=lambda *args, **kwargs: False),
                          membership=SimpleNamespace(process_id="me"),
-                         suggestions=SimpleNamespace(schedule=lambda **kwargs: None))
+                         suggestions=SimpleNamespace(schedule=lambda **kwargs: None),
+                         ledger=UsageLedger(db, GroupCommit(db)))
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=sub.id, display_name=sub.display_name,
                 profile=None, kind=SUB_AGENT_KIND, parent_id=master.id,  # the end reads no profile
                 drained=[SimpleNamespace(seq=0)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -22,11 +23,16 @@ from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
+from modules.tracing import Tracing
+from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
+from modules.usage.ledger import UsageLedger
+from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
@@ -42,7 +48,11 @@ class Model:
     """Replies in order; `during` runs inside the n-th call (0-based), as if something happened meanwhile."""
 
     def __init__(self, *replies, during=None):
-        self.replies, self.during, self.requests = list(replies), during or {}, []
+        self.replies, self.during, self.requests, self.contexts = list(replies), during or {}, [], []
+
+    def bound(self, context):
+        self.contexts.append(context)
+        return self
 
     def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning=None):
         self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
@@ -112,7 +122,8 @@ def flow(tmp_path):
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes())
+                         sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes(), budgets=Budgets(db, []),
+                         ledger=UsageLedger(db, GroupCommit(db)), tracing=Tracing())
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"], from_user=True)
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
@@ -365,3 +376,19 @@ def test_a_turn_on_no_message_of_the_user_records_no_active_agent(flow):
     f.turn = dataclasses.replace(f.turn, from_user=False)
     f.rt.model = Model(ModelReply("Noted.", [], "stop"))
     assert run(f) == TurnOutcome(SUCCEEDED) and f.active == []
+
+
+def test_a_turn_that_uses_up_its_users_budget_ends_after_its_round(flow):
+    f = flow
+    f.rt.budgets = Budgets(f.db, [Budget(TOKENS, DAY, 100)], flush=f.rt.ledger.flush)
+
+    def spend():  # what the round's model request cost, as the ledger records it
+        f.rt.ledger.record(UsageRecord(CallContext(AGENT, f.conv.id), f.conv.user_id, "m", OK, False, 90, 10, 0, 0,
+                                       None, 0.1, None, time.time()))
+
+    f.rt.model = Model(calls("run_command"), ModelReply("never", [], "stop"))
+    f.rt.tools = Tools(during={0: spend})
+    outcome = run(f)
+    assert outcome.status == FAILED and outcome.error["code"] == "budget_exceeded"
+    assert "resets at" in outcome.error["message"] and outcome.error["resets_at"] > time.time()
+    assert len(f.rt.model.requests) == 1 and [r for r, _ in history(f)] == ["assistant", "tool"]

@@ -10,6 +10,7 @@ import type { AgentInfo, AskItem, ChatEvent, Conversation, SendAnswer, TaskSumma
 import { deliver, failure, regenerate, retryable, stopTasks, type SocketLike } from "./send";
 import { Agents } from "./agents";
 import { fetchConversation, mergedHistory } from "./load";
+import { fetchUsage } from "../usage";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
 import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
@@ -105,6 +106,7 @@ export class Chat {
     this.ephemeral = [];
     for (const ev of held) this.apply(ev);
     void this.restoreSuggestions(gen);
+    void this.refreshUsage();
     void restoreSent(conversationId, this.timeline, () => gen !== this.generation);
   }
 
@@ -239,8 +241,17 @@ export class Chat {
     };
     if (!this.state.background.subAgents) this.state.subAgentWaiting = null;
     this.timeline.finish(type, d, taskId, agentId, type === "task_stopped" ? this.queuedAtStop : 0);
+    void this.refreshUsage();
     this.team.refreshSoon();
     this.onConversationsChanged();
+  }
+
+  /** The conversation's usage, read again once a turn has ended (its task_complete carries its own). */
+  async refreshUsage(): Promise<void> {
+    const cid = this.state.conversationId;
+    if (!cid) return;
+    const usage = await fetchUsage(cid);
+    if (usage && cid === this.state.conversationId) this.state.usage = usage;
   }
 
   // ---- actions -------------------------------------------------------------------------

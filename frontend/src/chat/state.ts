@@ -1,6 +1,7 @@
 // The reactive state of the open conversation that the chat view renders.
 
 import type { AgentInfo, TimelineItem } from "../types";
+import type { ConversationUsage } from "../usage";
 import type { Suggestions } from "./timeline";
 
 export interface ChatState {
@@ -22,12 +23,14 @@ export interface ChatState {
   textMismatches: number;
   /** Bumped on every applied event of an agent: a side view of that agent refreshes. */
   agentActivity: Record<string, number>;
+  /** What the conversation's model requests used (the header's total, each turn's on its reply). */
+  usage: ConversationUsage | null;
 }
 
 export function emptyState(): ChatState {
   return {
     conversationId: null, title: "", items: [], loading: false, loadError: "", masterAgentId: null, agents: [],
     running: [], suggestions: null, subAgentWaiting: null, background: { subAgents: false, commands: false },
-    stopping: false, creating: false, textMismatches: 0, agentActivity: {},
+    stopping: false, creating: false, textMismatches: 0, agentActivity: {}, usage: null,
   };
 }

@@ -55,6 +55,7 @@ export interface ErrorEvent {
   has_running_background_commands: boolean;
   code: string;
   message: string;
+  resets_at?: number;
 }
 
 /** An agent's queue of waiting messages changed (sent to the room only, outside any task log). */
@@ -115,6 +116,17 @@ export interface SuggestionsEvent {
   idx?: number;
   questions: string[];
   message_id: string;
+}
+
+/** The turn answered; `usage`: what its model requests used. */
+export interface TaskCompleteEvent {
+  task_id: string;
+  conversation_id: string;
+  agent_id: string;
+  idx?: number;
+  has_running_sub_agents: boolean;
+  has_running_background_commands: boolean;
+  usage: UsageSums;
 }
 
 /** `task_complete` and `task_stopped`. */
@@ -203,6 +215,17 @@ export interface BusySubAgent {
   summary: string;
 }
 
+/** Tokens of model requests as the provider reported them (`estimated` of them were estimated: it reported none); `cost` by the price table (MODEL_PRICES), null while no request had a price. */
+export interface UsageSums {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  reasoning_tokens: number;
+  requests: number;
+  estimated: number;
+  cost: number | null;
+}
+
 /** Event type -> data: the payload of each Socket.IO event. */
 export interface ServerEventMap {
   user_message: UserMessageEvent;
@@ -219,7 +242,7 @@ export interface ServerEventMap {
   ask_user: AskUserEvent;
   suggestions: SuggestionsEvent;
   sub_agent_waiting: SubAgentWaitingEvent;
-  task_complete: TaskEndEvent;
+  task_complete: TaskCompleteEvent;
   task_stopped: TaskEndEvent;
   error: ErrorEvent;
   pending_count: PendingCountEvent;
@@ -247,7 +270,7 @@ export type ServerEvent =
   | { type: "ask_user"; data: AskUserEvent }
   | { type: "suggestions"; data: SuggestionsEvent }
   | { type: "sub_agent_waiting"; data: SubAgentWaitingEvent }
-  | { type: "task_complete"; data: TaskEndEvent }
+  | { type: "task_complete"; data: TaskCompleteEvent }
   | { type: "task_stopped"; data: TaskEndEvent }
   | { type: "error"; data: ErrorEvent }
   | { type: "pending_count"; data: PendingCountEvent }
