@@ -91,3 +91,11 @@ class ConversationSearchQuery(RequestModel):
 
 class ExportQuery(RequestModel):
     format: Literal["md", "json"] = Field("md", description="`md` (Markdown) or `json`")
+
+
+class FileListQuery(RequestModel):
+    """`GET /api/conversations/<id>/files`: one page of the workspace's files."""
+
+    limit: int = Field(200, ge=1, le=1000, description="names per page, 1 to 1,000")
+    cursor: stored_text(min_length=1, max_length=1024) | None = Field(
+        None, description="the `next_cursor` of the page before: names after it")

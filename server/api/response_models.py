@@ -189,7 +189,8 @@ class WorkspaceFile(ResponseModel):
 
 class WorkspaceFileList(ResponseModel):
     success: Literal[True] = True
-    data: list[WorkspaceFile] = Field(description="by name")
+    data: list[WorkspaceFile] = Field(description="by name (code point order)")
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
 
 
 class QueuedMessage(ResponseModel):
