@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             database_url, drop = fresh_pg_database()
         with ScriptedLLMServer() as llm:
             llm.set_default(text_step(reply, chunk_size=4, delay_s=args.chunk_ms / 1000))
-            env = {"LOG_LEVEL": "WARNING"}
+            env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + args.streams + 100)}
             for pair in args.env:
                 key, _, value = pair.partition("=")
                 env[key] = value

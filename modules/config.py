@@ -123,6 +123,10 @@ class Settings:
     command_log_retention_days: float = 7.0
     demo_chunk_delay_s: float = 0.02
     upload_max_mb: float = 10.0
+    client_header_timeout_s: float = 10.0
+    client_idle_timeout_s: float = 30.0
+    client_body_timeout_s: float = 60.0
+    client_max_connections: int = 128
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
@@ -189,6 +193,10 @@ class Settings:
             command_log_retention_days=_float(env, "COMMAND_LOG_RETENTION_DAYS", base.command_log_retention_days),
             demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
             upload_max_mb=_float(env, "UPLOAD_MAX_MB", base.upload_max_mb),
+            client_header_timeout_s=_float(env, "CLIENT_HEADER_TIMEOUT_S", base.client_header_timeout_s),
+            client_idle_timeout_s=_float(env, "CLIENT_IDLE_TIMEOUT_S", base.client_idle_timeout_s),
+            client_body_timeout_s=_float(env, "CLIENT_BODY_TIMEOUT_S", base.client_body_timeout_s),
+            client_max_connections=_int(env, "CLIENT_MAX_CONNECTIONS", base.client_max_connections),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
