@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.notice_fence import fenced, neutralised
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
 from modules.storage import commands as command_store
 from modules.storage import pending_messages as queue
@@ -83,11 +84,14 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
     head = f"[Background command {cmd.id[:8]} {cmd.status}"
     if cmd.exit_code is not None and cmd.status != LOST:
         head += f", exit code {cmd.exit_code}"
-    head += f", {duration:.1f} s] `{cmd.command}`"
+    head += f", {duration:.1f} s] `{neutralised(cmd.command)}`"
     if cmd.error:
         head += f"\n{cmd.error}"
     tail = (cmd.output_tail or "")[-NOTICE_OUTPUT_CHARS:]
-    return f"{head}\nOutput (tail):\n{tail}" if tail.strip() else f"{head}\n(no output)"
+    if not tail.strip():
+        return f"{head}\n(no output)"
+    output = fenced(f"output of background command {cmd.id[:8]}", f"Output (tail):\n{tail}")
+    return f"{head}\n{output}"
 
 
 class BackgroundCommandManager:

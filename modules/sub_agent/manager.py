@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
+from modules.notice_fence import fenced
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -47,7 +48,8 @@ def _build_sub_agent_notice_text(display_name: str, result: TurnResult) -> str:
     head = f"[Sub-agent {display_name} {result.status} in {result.duration_s:.1f} s]"
     if result.error:
         head += f" Error: {result.error}"
-    return f"{head}\nResult:\n{summary}"
+    report = fenced(f"result of sub-agent {display_name}", f"Result:\n{summary}")
+    return f"{head}\n{report}"
 
 
 class SubAgentManager:
