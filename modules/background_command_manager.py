@@ -40,6 +40,7 @@ from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
 from modules.tools.sandbox import Sandbox, kill_group
 from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
+from modules.work_caps import START_LOCK, WorkCaps, check_commands
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,9 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
 class BackgroundCommandManager:
     def __init__(self, db: Database, router: MessageRouter, *, sandbox: Sandbox, logs_dir: Path, tail_chars: int,
                  spawn: Callable[..., Any], log_max_bytes: int = 1024 * 1024, log_retention_s: float = 7 * 86400,
-                 owner: str | None = None, peers: PeerSignals | None = None):
+                 owner: str | None = None, peers: PeerSignals | None = None, caps: WorkCaps | None = None):
         self._db = db
+        self._caps = caps or WorkCaps()
         self._sandbox = sandbox
         self._log_max_bytes = log_max_bytes
         self._log_retention_s = log_retention_s
@@ -116,14 +118,17 @@ class BackgroundCommandManager:
 
     # -- starting --------------------------------------------------------
     def start(self, conversation_id: str, agent_id: str, command: str, cwd: Path, timeout_s: float) -> str:
-        """Record the command as running and start it; returns its id at once."""
+        """Record the command as running and start it; returns its id at once. CapReached (nothing started)
+        when the conversation or its user already runs as many as the caps allow."""
         self.prune_logs()
         start = CommandStart(new_id(), command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
-        command_store.insert_running(self._db, BackgroundCommand(
-            id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
-            status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),
-        ))
+        with START_LOCK:
+            check_commands(self._db, self._caps, conversation_id)
+            command_store.insert_running(self._db, BackgroundCommand(
+                id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
+                status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),
+            ))
         with self._lock:
             self._cancel[start.command_id] = threading.Event()
         self._spawn(self._run, start, log_path)

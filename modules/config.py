@@ -127,6 +127,10 @@ class Settings:
     client_idle_timeout_s: float = 30.0
     client_body_timeout_s: float = 60.0
     client_max_connections: int = 128
+    max_commands_per_conversation: int = 16
+    max_commands_per_user: int = 64
+    max_sub_agents_per_conversation: int = 16
+    max_sub_agents_per_user: int = 64
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
@@ -197,6 +201,12 @@ class Settings:
             client_idle_timeout_s=_float(env, "CLIENT_IDLE_TIMEOUT_S", base.client_idle_timeout_s),
             client_body_timeout_s=_float(env, "CLIENT_BODY_TIMEOUT_S", base.client_body_timeout_s),
             client_max_connections=_int(env, "CLIENT_MAX_CONNECTIONS", base.client_max_connections),
+            max_commands_per_conversation=_int(env, "MAX_COMMANDS_PER_CONVERSATION",
+                                               base.max_commands_per_conversation),
+            max_commands_per_user=_int(env, "MAX_COMMANDS_PER_USER", base.max_commands_per_user),
+            max_sub_agents_per_conversation=_int(env, "MAX_SUB_AGENTS_PER_CONVERSATION",
+                                                 base.max_sub_agents_per_conversation),
+            max_sub_agents_per_user=_int(env, "MAX_SUB_AGENTS_PER_USER", base.max_sub_agents_per_user),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,

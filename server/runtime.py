@@ -26,6 +26,7 @@ from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
+from modules.work_caps import WorkCaps
 from server.cluster import Membership
 from server.sender import Transport
 from server.suggestions import SuggestionService
@@ -50,7 +51,11 @@ class Runtime:
                                              stages=(REWRITER, INTENT, ROUTER))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
-        self.sub_agents = SubAgentManager(db, profiles)
+        caps = WorkCaps(commands_per_conversation=settings.max_commands_per_conversation,
+                        commands_per_user=settings.max_commands_per_user,
+                        sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
+                        sub_agents_per_user=settings.max_sub_agents_per_user)
+        self.sub_agents = SubAgentManager(db, profiles, caps)
         # The turn manager reads the router, the commands and the agent services only once turns run; the
         # router is built with the manager's methods, so it is complete from its first message.
         self.tasks = TurnManager(self)
@@ -63,7 +68,7 @@ class Runtime:
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
             log_retention_s=settings.command_log_retention_days * 86400, owner=self.membership.process_id,
-            peers=self.peers)
+            peers=self.peers, caps=caps)
         self.services = AgentServices(
             db=db, settings=settings, router=self.router, states=self.agent_states, sub_agents=self.sub_agents,
             commands=self.commands, profiles=profiles, user_questions=self.user_questions,

@@ -14,6 +14,7 @@ from modules.storage import commands as command_store
 from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
 from modules.tools.live_output import LiveOutput
 from modules.tools.shell import read_tail, run_shell
+from modules.work_caps import CapReached
 
 MAX_COMMAND_CHARS = 10_000
 
@@ -73,7 +74,10 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         return {"success": False, "error": str(exc)}
     if args.run_in_background:
         svc = ctx.require_services()
-        command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, command, ctx.workspace, timeout_s)
+        try:
+            command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, command, ctx.workspace, timeout_s)
+        except CapReached as exc:
+            return {"success": False, "error": str(exc)}
         return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
