@@ -89,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
             database_url, drop = fresh_pg_database()
         with ScriptedLLMServer() as llm:
             llm.set_default(text_step(reply, chunk_size=4, delay_s=args.chunk_ms / 1000))
-            env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + args.streams + 100)}
+            # One local user drives every client: its per-user limits would be the bench's ceiling.
+            env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + args.streams + 100),
+                   **{f"RATE_LIMIT_{kind}_PER_MIN": "100000000"
+                      for kind in ("SENDS", "CONVERSATIONS", "SOCKET_EVENTS")}}
             for pair in args.env:
                 key, _, value = pair.partition("=")
                 env[key] = value

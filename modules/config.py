@@ -131,6 +131,9 @@ class Settings:
     max_commands_per_user: int = 64
     max_sub_agents_per_conversation: int = 16
     max_sub_agents_per_user: int = 64
+    rate_limit_sends_per_min: int = 120
+    rate_limit_conversations_per_min: int = 60
+    rate_limit_socket_events_per_min: int = 1200
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
@@ -207,6 +210,11 @@ class Settings:
             max_sub_agents_per_conversation=_int(env, "MAX_SUB_AGENTS_PER_CONVERSATION",
                                                  base.max_sub_agents_per_conversation),
             max_sub_agents_per_user=_int(env, "MAX_SUB_AGENTS_PER_USER", base.max_sub_agents_per_user),
+            rate_limit_sends_per_min=_int(env, "RATE_LIMIT_SENDS_PER_MIN", base.rate_limit_sends_per_min),
+            rate_limit_conversations_per_min=_int(env, "RATE_LIMIT_CONVERSATIONS_PER_MIN",
+                                                  base.rate_limit_conversations_per_min),
+            rate_limit_socket_events_per_min=_int(env, "RATE_LIMIT_SOCKET_EVENTS_PER_MIN",
+                                                  base.rate_limit_socket_events_per_min),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,

@@ -11,14 +11,18 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, *, retry_after_s: int | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after_s = retry_after_s  # sent as `Retry-After` (and `retry_after_s` in the body)
 
     def body(self) -> dict:
-        return {"success": False, "error": self.message, "code": self.code}
+        body = {"success": False, "error": self.message, "code": self.code}
+        if self.retry_after_s is not None:
+            body["retry_after_s"] = self.retry_after_s
+        return body
 
 
 def not_found(what: str = "resource") -> ApiError:
@@ -34,7 +38,8 @@ _HTTP_CODES = {
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError):
-        return jsonify(err.body()), err.status
+        headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
+        return jsonify(err.body()), err.status, headers
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):

@@ -20,6 +20,7 @@ from modules.multi_agent.pipeline import INTENT, REWRITER
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
+from modules.rate_limit import RateLimiter
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.session_store import SessionStore
@@ -42,6 +43,7 @@ class Runtime:
         self.sandbox, self.transport, self.spawn, self.signals = sandbox, transport, spawn, signals
         self.membership = Membership(db, poll_s=settings.peer_poll_s)
         self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
+        self.rate_limiter = RateLimiter(settings.redis_url)
         # One per process: the events and sends of every task share its transactions.
         self.writer = GroupCommit(db)
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer)

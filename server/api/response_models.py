@@ -17,6 +17,8 @@ class ErrorBody(ResponseModel):
     success: Literal[False] = False
     error: str = Field(description="what went wrong, for people")
     code: str = Field(description="what went wrong, for programs (API.md lists the codes)")
+    retry_after_s: int | None = Field(None, description="429 `rate_limited`: seconds until it may be sent again "
+                                                        "(also the `Retry-After` header)")
 
 
 class Conversation(ResponseModel):

@@ -18,7 +18,7 @@ MAX_EVENTS_PER_PAGE = 5000
 
 
 @bp.post("")
-@endpoint({202: out.SendAccepted}, errors=(404, 409), body=SendMessageBody)
+@endpoint({202: out.SendAccepted}, errors=(404, 409, 429), body=SendMessageBody)
 def send_message(body: SendMessageBody, user_id: int):
     """Send a user message.
 
