@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from modules.config import Settings
+from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,9 @@ class Sandbox:
         self._slirp = shutil.which("slirp4netns")
         self._privileged = os.geteuid() == 0
         self.problem: str | None = "it was not probed"  # why the sandbox cannot be built here
+        self._seccomp: Path | None = None  # the filter's BPF program, loaded into every sandbox
+        self.seccomp_problem: str | None = None
+        self._disable_userns = False
         self._probed = False
         self.probe_ms: float | None = None
 
@@ -171,6 +175,11 @@ class Sandbox:
         else:
             state_dir = self._state_dir or Path(tempfile.mkdtemp(prefix="sandbox-"))
             self._etc = build_etc(state_dir, network=self.network)
+            try:
+                self._seccomp = build_filter(self._etc.parent / f"seccomp-{os.getpid()}.bpf")
+            except (SeccompUnavailable, OSError) as exc:
+                self.seccomp_problem = str(exc)
+            self._disable_userns = not self._privileged and _bwrap_supports(self._bwrap, "--disable-userns")
             with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
                 workspace = Path(tmp)
                 self.prepare_workspace(workspace)
@@ -204,7 +213,8 @@ class Sandbox:
     def status_line(self) -> str:
         if self.active:
             net = "network on (host loopback unreachable)" if self.network else "no network"
-            return (f"command sandbox: bubblewrap, {net}, {self.limits.memory_mb} MB memory, "
+            seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
+            return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory, "
                     f"{self.limits.max_processes} processes per command (probe {self.probe_ms or 0:.0f} ms)")
         if self.mode == "off":
             return "command sandbox: OFF (SANDBOX=off): agents' commands run with this server's authority"
@@ -237,6 +247,8 @@ class Sandbox:
                 "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE, *extra]
         if not self.network:
             argv.insert(1, "--unshare-net")
+        if self._disable_userns:
+            argv.insert(1, "--disable-userns")
         return argv
 
     def _outer(self) -> list[str]:
@@ -259,11 +271,19 @@ class Sandbox:
                  "start_new_session": True}
         if not self.active:
             return Launched(subprocess.Popen([*self._outer(), *inner], cwd=workspace, **popen))
-        if not self.network:
-            return Launched(subprocess.Popen([*self._bwrap_argv(workspace, []), *inner], **popen))
-        return self._spawn_networked(inner, workspace, popen)
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
+        seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        try:
+            if not self.network:
+                return Launched(subprocess.Popen([*self._bwrap_argv(workspace, seccomp), *inner],
+                                                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else (), **popen))
+            return self._spawn_networked(inner, workspace, popen, seccomp, seccomp_fd)
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
-    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict) -> Launched:
+    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict, seccomp: list[str],
+                         seccomp_fd: int | None) -> Launched:
         """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
         (where the database, Redis and this server listen). slirp4netns may only configure the namespace
         once bwrap has finished setting it up, so the command's first act is to say so on its standard
@@ -274,8 +294,9 @@ class Sandbox:
         gate = ["/bin/sh", "-c", 'printf x >&0; read -r _; exec </dev/null; exec "$@"', "sh", *inner]
         try:
             proc = subprocess.Popen(
-                [*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w)]), *gate],
-                pass_fds=(info_w,), **{**popen, "stdin": theirs.fileno()})
+                [*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w), *seccomp]), *gate],
+                pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
+                **{**popen, "stdin": theirs.fileno()})
         finally:
             os.close(info_w)
             theirs.close()
@@ -309,6 +330,14 @@ class Sandbox:
             os.close(info_r)
             ours.close()
         return launched
+
+
+def _bwrap_supports(bwrap: str | None, option: str) -> bool:
+    try:
+        out = subprocess.run([bwrap or "bwrap", "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in out.stdout + out.stderr
 
 
 def kill_group(pid: int) -> None:

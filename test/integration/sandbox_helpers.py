@@ -1,0 +1,21 @@
+"""Run one command through a real server's agent turn (shared by the sandbox tests)."""
+
+from __future__ import annotations
+
+import json
+
+from test.conftest import wait_until
+from test.scripted_llm import text, tool_calls
+
+
+def run_in_sandbox(server, llm, command: str, *, token: str, **args) -> dict:
+    """One turn whose model runs `command` in the foreground; the tool's result."""
+    llm.script(tool_calls(("run_command", {"command": command, **args})))
+    llm.script(text("done"))
+    res = server.post("/api/tasks", {"message": "please run it"}, token=token)
+    assert res.status_code == 202, res.text
+    path = f"/api/messages/{res.json()['message_id']}"
+    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+                      what="the message's route")
+    task = server.wait_task(sent["task_id"], timeout=40, token=token)
+    return next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")

@@ -1,0 +1,30 @@
+"""Inside the sandbox (README, "Command sandbox"): no nested user namespace, the seccomp filter's escape
+calls refused, the start-up line says what holds."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from test.integration.sandbox_helpers import run_in_sandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+PROBE = ("unshare -Ur id; echo unshare=$?; unshare -U true; echo unshare_u=$?; "
+         "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+         "print(\"keyctl\", libc.syscall(250, 0, 0, 0, 0, 0), ctypes.get_errno()); "
+         "print(\"bpf\", libc.syscall(321, 0, 0, 0), ctypes.get_errno()); "
+         "print(\"threads\", __import__(\"concurrent.futures\").futures.ThreadPoolExecutor(2).submit(os.getpid)"
+         ".result() == os.getpid())'")
+
+
+def test_no_nested_user_namespace_and_no_escape_calls(make_server, llm):
+    server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20"})
+    assert "seccomp filter" in server.log_text() and "NO seccomp" not in server.log_text()
+    result = run_in_sandbox(server, llm, PROBE, token="tok-a")
+    out = result["output"]
+    assert "unshare=1" in out and "unshare_u=1" in out, out  # `unshare -Ur` had given root in a new namespace
+    assert "uid=0" not in out
+    assert "keyctl -1 1" in out and "bpf -1 1" in out, out  # EPERM
+    assert "threads True" in out, out  # clone3 answers ENOSYS: threads start through clone
