@@ -30,10 +30,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from modules.config import Settings
+from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
+from modules.tools.sandbox_etc import build_etc
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
@@ -43,14 +46,6 @@ SANDBOX_UID = 1000  # the user inside a sandbox that an unprivileged server buil
 FIRST_UID, UID_COUNT = 200_000, 100_000  # a root server's per-conversation users (no passwd entries)
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSED_ENV = ("LANG", "LC_ALL", "TZ")
-# The parts of /etc that programs need; the rest (service configs, credentials) stays out of sight.
-ETC_ALLOW = (
-    "alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version", "environment",
-    "gai.conf", "group", "host.conf", "hostname", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-    "locale.alias", "locale.conf", "localtime", "magic", "mime.types", "nsswitch.conf", "os-release", "passwd",
-    "profile", "protocols", "python3", "python3.11", "python3.12", "python3.13", "resolv.conf", "services",
-    "ssl/certs", "ssl/openssl.cnf", "terminfo", "timezone", "gitconfig", "vim", "wgetrc",
-)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE_TIMEOUT_S = 10.0
 NETWORK_READY_TIMEOUT_S = 5.0
@@ -78,8 +73,12 @@ class Launched:
     proc: subprocess.Popen
     helpers: list[subprocess.Popen] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)  # ours to close once the command ends
+    cgroup: CommandCgroup | None = None  # the command's own, removed once it ended
 
     def release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         for fd in self.fds:
             os.close(fd)
         self.fds.clear()
@@ -89,33 +88,6 @@ class Launched:
             except subprocess.TimeoutExpired:
                 helper.kill()
                 helper.wait()
-
-
-def build_etc(root: Path, *, network: bool) -> Path:
-    """A copy of the allowed parts of /etc, made once per server process: one bind mount per command
-    instead of one per file (each mount costs a command about a quarter of a millisecond)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob("etc-*"):
-        pid = stale.name.removeprefix("etc-")
-        if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    etc = root / f"etc-{os.getpid()}"
-    shutil.rmtree(etc, ignore_errors=True)
-    etc.mkdir(mode=0o755)
-    for name in ETC_ALLOW:
-        source, target = Path("/etc") / name, etc / name
-        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        if source.is_dir() and not source.is_symlink():
-            shutil.copytree(source, target, symlinks=True)
-        elif source.exists() or source.is_symlink():
-            shutil.copy2(source, target, follow_symlinks=False)
-    if network:  # slirp4netns answers DNS at 10.0.2.3
-        (etc / "resolv.conf").unlink(missing_ok=True)
-        (etc / "resolv.conf").write_text("nameserver 10.0.2.3\n")
-    for path in [etc, *etc.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
-    return etc
 
 
 def _system_binds() -> list[str]:
@@ -144,7 +116,7 @@ def command_env() -> dict[str, str]:
 
 class Sandbox:
     def __init__(self, *, mode: str = "auto", network: bool = False, limits: CommandLimits | None = None,
-                 auth_required: bool = False, state_dir: Path | None = None):
+                 auth_required: bool = False, state_dir: Path | None = None, cgroups: bool = True):
         self.mode = mode
         self.network = network
         self.limits = limits or CommandLimits()
@@ -159,6 +131,8 @@ class Sandbox:
         self._seccomp: Path | None = None  # the filter's BPF program, loaded into every sandbox
         self.seccomp_problem: str | None = None
         self._disable_userns = False
+        # cgroups=False: per-process rlimits only (bench/sandbox.py's bare baseline)
+        self.cgroups = CommandCgroups(self.limits.memory_mb, self.limits.max_processes, enabled=cgroups)
         self._probed = False
         self.probe_ms: float | None = None
 
@@ -214,14 +188,21 @@ class Sandbox:
         if self.active:
             net = "network on (host loopback unreachable)" if self.network else "no network"
             seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
-            return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory, "
-                    f"{self.limits.max_processes} processes per command (probe {self.probe_ms or 0:.0f} ms)")
+            return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory and "
+                    f"{self.limits.max_processes} processes per command, {self.limit_mode()} "
+                    f"(probe {self.probe_ms or 0:.0f} ms)")
         if self.mode == "off":
             return "command sandbox: OFF (SANDBOX=off): agents' commands run with this server's authority"
         if self.refusal():
             return f"command sandbox: UNAVAILABLE ({self.problem}); commands are refused (set SANDBOX=off to allow)"
         return (f"command sandbox: UNAVAILABLE ({self.problem}); commands run UNSANDBOXED with this server's "
                 "authority (single-user loopback server)")
+
+    def limit_mode(self) -> str:
+        """How memory and processes are bounded: for the whole command (a cgroup), or per process only."""
+        if self.cgroups.mode:
+            return f"for the whole command by {self.cgroups.mode}"
+        return f"per process by rlimits only ({self.cgroups.problem})"
 
     # -- running --------------------------------------------------------------
     def prepare_workspace(self, workspace: Path) -> None:
@@ -265,24 +246,37 @@ class Sandbox:
         return [*drop, *self.limits.prlimit(), "/bin/sh", "-c", command]
 
     def spawn(self, command: str, workspace: Path, *, stdout, stderr=subprocess.STDOUT) -> Launched:
-        """Start `command` under /bin/sh, in its own session (so the whole group can be killed)."""
+        """Start `command` under /bin/sh, in its own session (so the whole group can be killed), in a cgroup
+        of its own where the server may create one."""
+        cgroup = self.cgroups.create(uuid.uuid4().hex) if self.cgroups.mode else None
+        try:
+            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr,
+                                   wrap=cgroup.join_argv if cgroup else lambda argv: argv)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        launched.cgroup = cgroup
+        return launched
+
+    def _spawn(self, command: str, workspace: Path, *, stdout, stderr, wrap) -> Launched:
         inner = self._inner(command, workspace)
         popen = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:
-            return Launched(subprocess.Popen([*self._outer(), *inner], cwd=workspace, **popen))
+            return Launched(subprocess.Popen(wrap([*self._outer(), *inner]), cwd=workspace, **popen))
         seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
         seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         try:
             if not self.network:
-                return Launched(subprocess.Popen([*self._bwrap_argv(workspace, seccomp), *inner],
+                return Launched(subprocess.Popen(wrap([*self._bwrap_argv(workspace, seccomp), *inner]),
                                                  pass_fds=(seccomp_fd,) if seccomp_fd is not None else (), **popen))
-            return self._spawn_networked(inner, workspace, popen, seccomp, seccomp_fd)
+            return self._spawn_networked(wrap, inner, workspace, popen, seccomp, seccomp_fd)
         finally:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
 
-    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict, seccomp: list[str],
+    def _spawn_networked(self, wrap, inner: list[str], workspace: Path, popen: dict, seccomp: list[str],
                          seccomp_fd: int | None) -> Launched:
         """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
         (where the database, Redis and this server listen). slirp4netns may only configure the namespace
@@ -294,7 +288,7 @@ class Sandbox:
         gate = ["/bin/sh", "-c", 'printf x >&0; read -r _; exec </dev/null; exec "$@"', "sh", *inner]
         try:
             proc = subprocess.Popen(
-                [*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w), *seccomp]), *gate],
+                wrap([*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w), *seccomp]), *gate]),
                 pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
                 **{**popen, "stdin": theirs.fileno()})
         finally:
