@@ -98,6 +98,8 @@ class Settings:
     llm_model_rewrite: str = ""
     llm_model_intent: str = ""
     llm_model_suggest: str = ""
+    llm_model_compact: str = ""  # the model that writes context summaries; unset: the agent's own
+    model_context_tokens: int | None = None  # every model's context window; unset: modules/context/budget.py
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 4
     llm_backoff_base_s: float = 0.5
@@ -176,6 +178,8 @@ class Settings:
             llm_model_rewrite=env.get("LLM_MODEL_REWRITE", "").strip(),
             llm_model_intent=env.get("LLM_MODEL_INTENT", "").strip(),
             llm_model_suggest=env.get("LLM_MODEL_SUGGEST", "").strip(),
+            llm_model_compact=env.get("LLM_MODEL_COMPACT", "").strip(),
+            model_context_tokens=_int(env, "MODEL_CONTEXT_TOKENS", 0) or None,
             llm_timeout_s=_float(env, "LLM_TIMEOUT_S", base.llm_timeout_s),
             llm_max_retries=_int(env, "LLM_MAX_RETRIES", base.llm_max_retries),
             llm_backoff_base_s=_float(env, "LLM_BACKOFF_BASE_S", base.llm_backoff_base_s),

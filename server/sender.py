@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from server.turns.event_log import CHUNK, EventLog
+from server.turns.event_log import CHUNK_TYPES, EventLog
 
 
 class Transport(Protocol):
@@ -43,8 +43,9 @@ class TaskEventSender:
         self.agent_id = agent_id
 
     def emit(self, event_type: str, data: dict[str, Any]) -> int:
-        if event_type == CHUNK:  # coalesced with the message's previous chunk while that one waits
-            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver)
+        if event_type in CHUNK_TYPES:  # coalesced with the message's previous chunk while that one waits
+            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver,
+                                          event_type)
         return self.emit_many([(event_type, data)])
 
     def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:

@@ -69,6 +69,7 @@ class DemoChatModel:
         model: str | None = None,  # the demo has one voice whatever model is named
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
+        on_reasoning: Callable[[str], None] = ignore_text,  # the demo does not think aloud
     ) -> ModelReply:
         history = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
         text, calls = _answer(history, _tool_names(tools))
@@ -79,10 +80,10 @@ class DemoChatModel:
             if i and self._chunk_delay_s > 0:
                 time.sleep(self._chunk_delay_s)
             if should_stop():
-                return ModelReply("".join(sent), [], "stopped")
+                return ModelReply("".join(sent), [], "stopped", model=self.label)
             sent.append(chunk)
             on_text(chunk)
-        return ModelReply(text, calls, "tool_calls" if calls else "stop")
+        return ModelReply(text, calls, "tool_calls" if calls else "stop", model=self.label)
 
 
 _INTENT_KEYWORDS = (

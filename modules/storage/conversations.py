@@ -8,6 +8,7 @@ from modules.storage.db import Database
 from modules.storage.models import (
     Agent,
     BackgroundCommand,
+    ContextSummary,
     Conversation,
     Message,
     PendingMessageRow,
@@ -107,7 +108,7 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
             return False
         task_ids = select(Task.id).where(Task.conversation_id == conversation_id)
         s.execute(delete(TaskEvent).where(TaskEvent.task_id.in_(task_ids)))
-        for table in (Task, Message, PendingMessageRow, BackgroundCommand):
+        for table in (Task, Message, ContextSummary, PendingMessageRow, BackgroundCommand):
             s.execute(delete(table).where(table.conversation_id == conversation_id))
         s.execute(delete(SessionEntry).where(SessionEntry.key.like(f"{conversation_id}:%")))
         s.execute(delete(Agent).where(Agent.conversation_id == conversation_id))

@@ -8,12 +8,13 @@ from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
+from modules.storage import summaries as summary_store
 from server import rate_limits
 from server.api import response_models as out
 from server.api.context import conversation_agent, owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import DEFAULT_TITLE, ConversationSearchQuery, CreateConversationBody, MessagesQuery
-from server.api.serializers import agent_out, conversation_detail, conversation_out, message_out
+from server.api.serializers import agent_out, conversation_detail, conversation_out, iso, message_out
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
@@ -53,6 +54,19 @@ def list_messages(conversation_id: str, query: MessagesQuery, user_id: int):
     agent = conversation_agent(conv, query.agent)
     msgs = message_store.list_messages(runtime().db, agent.id)
     return out.MessageList(agent_id=agent.id, display_name=agent.display_name, data=[message_out(m) for m in msgs])
+
+
+@bp.get("/<conversation_id>/summaries")
+@endpoint({200: out.ContextSummaryList}, errors=(404,), query=MessagesQuery)
+def list_summaries(conversation_id: str, query: MessagesQuery, user_id: int):
+    """The context summaries of one agent's history (README, "Long conversations"), oldest first."""
+    conv = owned_conversation(conversation_id, user_id)
+    agent = conversation_agent(conv, query.agent)
+    return out.ContextSummaryList(agent_id=agent.id, data=[
+        out.ContextSummary(summary_id=s.summary_id, summary=s.content, through_seq=s.through_seq,
+                           summarised_messages=s.summarised_messages, tokens_before=s.tokens_before,
+                           tokens_after=s.tokens_after, created_at=iso(s.created_at))
+        for s in summary_store.list_for_agent(runtime().db, agent.id)])
 
 
 def _agents(conversation_id: str) -> list[out.Agent]:

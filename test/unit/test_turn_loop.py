@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from modules.agents.profiles import load_profiles
+from modules.config import Settings
 from modules.llm import ModelError, ModelReply, ToolCall
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.storage import conversations
@@ -41,7 +42,7 @@ class Model:
     def __init__(self, *replies, during=None):
         self.replies, self.during, self.requests = list(replies), during or {}, []
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning=None):
         self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
         if hook := self.during.get(len(self.requests) - 1):
             hook()
@@ -105,7 +106,7 @@ def flow(tmp_path):
                                          owner="me")
     active = []
     rt = SimpleNamespace(db=db, router=MessageRouter(db), membership=SimpleNamespace(process_id="me"),
-                         settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"),
+                         settings=Settings(max_tool_iterations=3, llm_model="the-model"),
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
