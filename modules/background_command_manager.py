@@ -100,7 +100,7 @@ class BackgroundCommandManager:
                  spawn: Callable[..., Any], log_max_bytes: int = 1024 * 1024, log_retention_s: float = 7 * 86400,
                  owner: str | None = None, peers: PeerSignals | None = None, caps: WorkCaps | None = None):
         self._db = db
-        self._caps = caps or WorkCaps()
+        self._caps = caps  # None: no cap (the server always passes the configured ones)
         self._sandbox = sandbox
         self._log_max_bytes = log_max_bytes
         self._log_retention_s = log_retention_s
@@ -124,7 +124,8 @@ class BackgroundCommandManager:
         start = CommandStart(new_id(), command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
         with START_LOCK:
-            check_commands(self._db, self._caps, conversation_id)
+            if self._caps is not None:
+                check_commands(self._db, self._caps, conversation_id)
             command_store.insert_running(self._db, BackgroundCommand(
                 id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
                 status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),

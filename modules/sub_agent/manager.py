@@ -57,7 +57,7 @@ class SubAgentManager:
     def __init__(self, db: Database, profiles: dict[str, AgentProfile], caps: WorkCaps | None = None):
         self._db = db
         self._profiles = profiles
-        self._caps = caps or WorkCaps()
+        self._caps = caps  # None: no cap (the server always passes the configured ones)
 
     def roles(self) -> list[str]:
         return [p.name for p in self._profiles.values() if p.kind == SUB_AGENT_KIND]
@@ -68,6 +68,8 @@ class SubAgentManager:
         profile = self._profiles.get(role)
         if profile is None or profile.kind != SUB_AGENT_KIND:
             raise SubAgentError(f"unknown role {role!r}; available roles: {', '.join(self.roles()) or 'none'}")
+        if self._caps is None:
+            return self._insert(parent, role, task)
         with START_LOCK:
             try:
                 check_sub_agents(self._db, self._caps, parent.conversation_id)
