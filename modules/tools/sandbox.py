@@ -49,6 +49,7 @@ PASSED_ENV = ("LANG", "LC_ALL", "TZ")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE_TIMEOUT_S = 10.0
 NETWORK_READY_TIMEOUT_S = 5.0
+LINK_LOCAL = "169.254.0.0/16"  # where clouds answer metadata requests (169.254.169.254)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class Sandbox:
 
     def status_line(self) -> str:
         if self.active:
-            net = "network on (host loopback unreachable)" if self.network else "no network"
+            net = "network on (host loopback and 169.254.0.0/16 unreachable)" if self.network else "no network"
             seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
             return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory and "
                     f"{self.limits.max_processes} processes per command, {self.limit_mode()} "
@@ -197,6 +198,13 @@ class Sandbox:
             return f"command sandbox: UNAVAILABLE ({self.problem}); commands are refused (set SANDBOX=off to allow)"
         return (f"command sandbox: UNAVAILABLE ({self.problem}); commands run UNSANDBOXED with this server's "
                 "authority (single-user loopback server)")
+
+    def _block_link_local(self, child_pid: int) -> None:
+        done = subprocess.run(_link_local_block(child_pid, self._privileged), capture_output=True,
+                              timeout=NETWORK_READY_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"could not cut the sandbox off from {LINK_LOCAL}: "
+                               f"{done.stderr.decode(errors='replace').strip()[:200]}")
 
     def limit_mode(self) -> str:
         """How memory and processes are bounded: for the whole command (a cgroup), or per process only."""
@@ -314,6 +322,7 @@ class Sandbox:
             os.close(ready_r)
             if not ready:
                 raise RuntimeError("the sandbox's network did not come up")
+            self._block_link_local(child_pid)
             os.write(ours.fileno(), b"go\n")
         except BaseException:
             kill_group(proc.pid)
@@ -324,6 +333,14 @@ class Sandbox:
             os.close(info_r)
             ours.close()
         return launched
+
+
+def _link_local_block(child_pid: int, privileged: bool) -> list[str]:
+    """The command that makes link-local addresses (169.254.169.254, the cloud metadata service) unreachable
+    in the sandbox's network namespace: entered from outside, so the sandbox needs no capability for it."""
+    enter = ["nsenter", "-t", str(child_pid), "-n"] if privileged else \
+        ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
+    return [*enter, "ip", "route", "add", "unreachable", LINK_LOCAL]
 
 
 def _bwrap_supports(bwrap: str | None, option: str) -> bool:
