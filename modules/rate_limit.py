@@ -51,8 +51,11 @@ class RateLimiter:
 
     def _count_redis(self, kind: str, key: str, window: int) -> int | None:
         name = f"rate:{kind}:{key}:{window}"
+        client = self._redis
+        if client is None:
+            return None
         try:
-            pipe = self._redis.pipeline()  # type: ignore[union-attr]
+            pipe = client.pipeline()
             pipe.incr(name)
             pipe.expire(name, int(WINDOW_S) + 5)
             count, _ = pipe.execute()

@@ -4,7 +4,7 @@ Counted in the database, so every server process sees the same numbers (README, 
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import ScalarSelect, func, select
 
 from modules.storage.commands import RUNNING
 from modules.storage.db import Database
@@ -13,7 +13,7 @@ from modules.storage.models import Agent, BackgroundCommand, Conversation
 ACTIVE_AGENT_STATES = ("idle", "running", "waiting")  # a sub-agent not yet completed or terminated
 
 
-def _owner(conversation_id: str):  # noqa: ANN202 - a scalar subquery
+def _owner(conversation_id: str) -> ScalarSelect[int]:
     return select(Conversation.user_id).where(Conversation.id == conversation_id).scalar_subquery()
 
 

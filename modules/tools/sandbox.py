@@ -31,8 +31,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
@@ -267,7 +269,8 @@ class Sandbox:
         launched.cgroup = cgroup
         return launched
 
-    def _spawn(self, command: str, workspace: Path, *, stdout, stderr, wrap) -> Launched:
+    def _spawn(self, command: str, workspace: Path, *, stdout: Any, stderr: Any,
+               wrap: Callable[[list[str]], list[str]]) -> Launched:
         inner = self._inner(command, workspace)
         popen = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
@@ -284,7 +287,8 @@ class Sandbox:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
 
-    def _spawn_networked(self, wrap, inner: list[str], workspace: Path, popen: dict, seccomp: list[str],
+    def _spawn_networked(self, wrap: Callable[[list[str]], list[str]], inner: list[str], workspace: Path,
+                         popen: dict[str, Any], seccomp: list[str],
                          seccomp_fd: int | None) -> Launched:
         """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
         (where the database, Redis and this server listen). slirp4netns may only configure the namespace

@@ -17,8 +17,9 @@ import os
 import stat
 import uuid
 from pathlib import Path
+from typing import IO
 
-from flask import Blueprint, request, send_file
+from flask import Blueprint, Response, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from server.api import response_models as out
@@ -63,7 +64,7 @@ def _name_is_folder(name: str) -> ApiError:
     return ApiError(409, "name_is_folder", f"`{name}` is a folder in the workspace; upload under another name")
 
 
-def _store(source, target: Path, staging: Path, limit: int) -> os.stat_result:
+def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.stat_result:
     """Copy the upload to `staging`, then rename it to `target`; 413 (and nothing kept) past `limit` bytes,
     409 `name_is_folder` (and nothing kept) when a folder holds the name."""
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +94,7 @@ def _store(source, target: Path, staging: Path, limit: int) -> os.stat_result:
 
 @bp.post("/<conversation_id>/files")
 @endpoint({201: out.WorkspaceFile}, errors=(400, 404, 409, 413), upload="file")
-def upload_file(conversation_id: str, user_id: int):
+def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, int]:
     """Upload a file into the conversation's workspace (multipart field `file`).
 
     Larger than UPLOAD_MAX_MB answers 413 `file_too_large`; a name with `/`, `..`, NUL, control or bidi
@@ -120,7 +121,7 @@ def upload_file(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/files")
 @endpoint({200: out.WorkspaceFileList}, errors=(400, 404), query=FileListQuery)
-def list_files(conversation_id: str, user_id: int, query: FileListQuery):
+def list_files(conversation_id: str, user_id: int, query: FileListQuery) -> out.WorkspaceFileList:
     """One page of the regular files at the top of the conversation's workspace, by name.
 
     `limit` names at most, those after `cursor` (the `next_cursor` of the page before); `next_cursor` is
@@ -134,7 +135,7 @@ def list_files(conversation_id: str, user_id: int, query: FileListQuery):
 
 @bp.get("/<conversation_id>/files/<name>")
 @endpoint({}, errors=(400, 404), files={200: "application/octet-stream"})
-def download_file(conversation_id: str, name: str, user_id: int):
+def download_file(conversation_id: str, name: str, user_id: int) -> Response:
     """Download one file of the conversation's workspace (as an attachment)."""
     conv = owned_conversation(conversation_id, user_id)
     name = checked_name(name)

@@ -1,5 +1,5 @@
 """Inside the sandbox (README, "Command sandbox"): no nested user namespace, the seccomp filter's escape
-calls refused, the start-up line says what holds."""
+calls refused, the metadata address unreachable with the network on; the start-up line says what holds."""
 
 from __future__ import annotations
 
