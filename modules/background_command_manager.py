@@ -77,7 +77,7 @@ def _status_of(outcome: CommandOutcome, cancelled: bool) -> str:
         return CANCELLED
     if outcome.timed_out:
         return TIMED_OUT
-    return SUCCEEDED if outcome.exit_code == 0 else FAILED
+    return SUCCEEDED if outcome.exit_code == 0 and not outcome.disk_error else FAILED
 
 
 def build_command_notice_text(cmd: BackgroundCommand) -> str:
@@ -143,7 +143,8 @@ class BackgroundCommandManager:
                 tail_chars=self._tail_chars, log_max_bytes=self._log_max_bytes, should_stop=cancel.is_set,
                 on_start=lambda pid: self._record_pid(start.command_id, pid),
             )
-            error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
+            error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else \
+                (f"stopped: {outcome.disk_error}" if outcome.disk_error else None)
             finish = Finish(start.command_id, _status_of(outcome, cancel.is_set()), outcome.exit_code,
                             outcome.output, outcome.truncated, error, now())
         except Exception as exc:

@@ -134,6 +134,8 @@ class Settings:
     max_sub_agents_per_conversation: int = 16
     max_sub_agents_per_user: int = 64
     rate_limit_sends_per_min: int = 120
+    workspace_max_mb: int = 2048
+    data_disk_reserve_mb: int = 256
     rate_limit_conversations_per_min: int = 60
     rate_limit_socket_events_per_min: int = 1200
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
@@ -215,6 +217,8 @@ class Settings:
                                                  base.max_sub_agents_per_conversation),
             max_sub_agents_per_user=_int(env, "MAX_SUB_AGENTS_PER_USER", base.max_sub_agents_per_user),
             rate_limit_sends_per_min=_int(env, "RATE_LIMIT_SENDS_PER_MIN", base.rate_limit_sends_per_min),
+            workspace_max_mb=_int(env, "WORKSPACE_MAX_MB", base.workspace_max_mb),
+            data_disk_reserve_mb=_int(env, "DATA_DISK_RESERVE_MB", base.data_disk_reserve_mb),
             rate_limit_conversations_per_min=_int(env, "RATE_LIMIT_CONVERSATIONS_PER_MIN",
                                                   base.rate_limit_conversations_per_min),
             rate_limit_socket_events_per_min=_int(env, "RATE_LIMIT_SOCKET_EVENTS_PER_MIN",

@@ -72,6 +72,9 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         timeout_s = parse_timeout(args.timeout, ctx.settings.command_timeout_s)
     except ValueError as exc:
         return {"success": False, "error": str(exc)}
+    disk = ctx.sandbox.disk_problem(ctx.workspace)
+    if disk:
+        return {"success": False, "error": disk}
     if args.run_in_background:
         svc = ctx.require_services()
         try:
@@ -92,7 +95,8 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
     finally:
         log_path.unlink(missing_ok=True)
     result: dict[str, Any] = {
-        "success": outcome.exit_code == 0 and not outcome.timed_out and not outcome.stopped,
+        "success": (outcome.exit_code == 0 and not outcome.timed_out and not outcome.stopped
+                    and not outcome.disk_error),
         "command": command,
         "exit_code": outcome.exit_code,
         "output": outcome.output,
@@ -103,6 +107,8 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         result["error"] = f"timed out after {timeout_s:g} s; every process of the command was killed"
     elif outcome.stopped:
         result["error"] = "stopped by the user"
+    elif outcome.disk_error:
+        result["error"] = f"stopped: {outcome.disk_error}"
     return result
 
 

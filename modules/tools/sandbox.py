@@ -38,6 +38,7 @@ from typing import Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
+from modules.tools.disk_guard import DiskGuard
 from modules.tools.sandbox_etc import build_etc
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
@@ -119,11 +120,13 @@ def command_env() -> dict[str, str]:
 
 class Sandbox:
     def __init__(self, *, mode: str = "auto", network: bool = False, limits: CommandLimits | None = None,
-                 auth_required: bool = False, state_dir: Path | None = None, cgroups: bool = True):
+                 auth_required: bool = False, state_dir: Path | None = None, cgroups: bool = True,
+                 disk: DiskGuard | None = None):
         self.mode = mode
         self.network = network
         self.limits = limits or CommandLimits()
         self.auth_required = auth_required
+        self.disk = disk  # the workspace quota and the data disk's reserve; None: neither
         self._state_dir = state_dir
         self._etc: Path | None = None
         self._bwrap = shutil.which("bwrap")
@@ -176,6 +179,10 @@ class Sandbox:
     def active(self) -> bool:
         """Commands run inside bubblewrap."""
         return self.mode != "off" and self.problem is None
+
+    def disk_problem(self, workspace: Path) -> str | None:
+        """Why no command may start in `workspace` now (its quota, the data disk's reserve), or None."""
+        return self.disk.problem(workspace) if self.disk is not None else None
 
     def refusal(self) -> str | None:
         """Why no command may run at all, or None. Unsandboxed commands are only for a server whose
@@ -386,5 +393,6 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """The server's sandbox, probed once at start."""
     limits = CommandLimits(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
                            file_mb=settings.command_file_mb)
+    disk = DiskGuard(settings.data_dir, settings.data_disk_reserve_mb * 2**20, settings.workspace_max_mb * 2**20)
     return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=limits,
-                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox").probe()
+                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox", disk=disk).probe()

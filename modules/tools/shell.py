@@ -35,6 +35,7 @@ class CommandOutcome:
     timed_out: bool
     stopped: bool
     duration_s: float
+    disk_error: str | None = None  # stopped for the workspace quota or the data disk's reserve
 
 
 def read_tail(path: Path, tail_chars: int) -> tuple[str, bool]:
@@ -66,6 +67,8 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     read_fd, write_fd = os.pipe()
     launched: Launched | None = None
     timed_out = stopped = False
+    disk_error: str | None = None
+    disk_check = sandbox.disk.watch(cwd) if sandbox.disk is not None else (lambda: None)
     try:
         try:
             launched = sandbox.spawn(command, cwd, stdout=write_fd)
@@ -86,7 +89,9 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
                 timed_out = True
             elif should_stop():
                 stopped = True
-            if timed_out or stopped:
+            else:
+                disk_error = disk_check()
+            if timed_out or stopped or disk_error:
                 kill_group(proc.pid)
                 proc.wait()
                 break
@@ -108,7 +113,7 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     output, truncated = read_tail(log_path, tail_chars)
     return CommandOutcome(
         exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,
-        stopped=stopped, duration_s=round(time.monotonic() - started, 3),
+        stopped=stopped, duration_s=round(time.monotonic() - started, 3), disk_error=disk_error,
     )
 
 

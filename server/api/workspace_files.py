@@ -93,7 +93,7 @@ def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.sta
 
 
 @bp.post("/<conversation_id>/files")
-@endpoint({201: out.WorkspaceFile}, errors=(400, 404, 409, 413), upload="file")
+@endpoint({201: out.WorkspaceFile}, errors=(400, 404, 409, 413, 507), upload="file")
 def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, int]:
     """Upload a file into the conversation's workspace (multipart field `file`).
 
@@ -113,6 +113,9 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
     if upload is None:
         raise ApiError(400, "missing_file", "send the file as the multipart form field `file`")
     name = checked_name(upload.filename)
+    low = rt.sandbox.disk.low_space() if rt.sandbox.disk is not None else None
+    if low:
+        raise ApiError(507, "insufficient_storage", low)
     workspace = rt.workspace(conv.id)
     staging = rt.settings.data_dir / "uploads.tmp" / f"{uuid.uuid4().hex}.part"
     st = _store(upload.stream, workspace / name, staging, limit)

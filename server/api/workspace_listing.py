@@ -13,8 +13,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.offload import off_loop
 from server.api.file_names import listable
-from server.offload import off_loop
 
 
 @dataclass(frozen=True)
