@@ -129,7 +129,7 @@ class Settings:
     client_idle_timeout_s: float = 30.0
     client_body_timeout_s: float = 60.0
     client_max_connections: int = 128
-    max_commands_per_conversation: int = 16
+    max_commands_per_conversation: int = 32
     max_commands_per_user: int = 64
     max_sub_agents_per_conversation: int = 16
     max_sub_agents_per_user: int = 64

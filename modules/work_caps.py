@@ -23,7 +23,7 @@ class CapReached(RuntimeError):
 
 @dataclass(frozen=True)
 class WorkCaps:
-    commands_per_conversation: int = 16
+    commands_per_conversation: int = 32
     commands_per_user: int = 64
     sub_agents_per_conversation: int = 16
     sub_agents_per_user: int = 64
