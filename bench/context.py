@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:  # `python bench/context.py` puts bench/ first, no
 
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.config import Settings  # noqa: E402
+from modules.context.budget import RefusedSizes  # noqa: E402
 from modules.context.view import HistoryRow, HistoryView  # noqa: E402
 from modules.llm import ModelReply  # noqa: E402
 from modules.llm.tokens import count_messages, count_tools  # noqa: E402
@@ -98,7 +99,8 @@ def run(turns: int, window: int, workdir: Path) -> dict[str, float]:
     db.migrate()
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "bench").id, "bench")
     model = Summariser()
-    rt = SimpleNamespace(db=db, model=model, settings=Settings(llm_model="bench-model", model_context_tokens=window))
+    rt = SimpleNamespace(db=db, model=model, settings=Settings(llm_model="bench-model", model_context_tokens=window),
+                         refused_sizes=RefusedSizes())
     profile = PROFILES["MasterAgent"]
     tools = TOOLS.definitions(list(profile.tools))
     system = {"role": "system", "content": profile.system_message("MasterAgent")}

@@ -11,9 +11,13 @@ for the reply done. Then the acknowledgement: POST /api/tasks to new conversatio
 model that takes `--ack-model-ms` (default 1000) per request; the ack does not wait for it.
 
 Part 2, hit rate over bench/dialogues.json (hand-labelled Chinese and English dialogues,
-split into `dev`, read while the rules were written, and `held_out`, never tuned on), and
-Part 3 over CrossWOZ's validation split (bench/crosswoz/, labels from its dialogue acts, one
-agent per domain; its own `dev` and `held_out` halves). For each: hit rate (intended
+split into `dev`, read while the rules were written, and `held_out`, never tuned on),
+bench/switches.json (short requests that switch agent, corrections; held out) and
+bench/travel_en/ (English, a description-only team; `dev` and `held_out`), Part 3 over
+CrossWOZ's validation split (bench/crosswoz/, labels from its dialogue acts, one agent per
+domain; its own `dev` and `held_out` halves) and Part 3b over MultiWOZ 2.1's (bench/multiwoz/,
+labelled alike, English). Each set is scored with its profiles' `keywords` and without
+them (every agent's domain is read from its profile's text). For each: hit rate (intended
 continuations that take the fast path), misroutes (the fast path to an agent other than the
 labelled one), the fast path on topic switches, and routing requests before the agent per
 turn (0 on the fast path, 1 for the combined request), typed and with suggestion chips
@@ -21,7 +25,8 @@ clicked (the chip's word replaces the typed text where the set marks one). The p
 call the product's own rules; then the typed turns are replayed through a real server and
 every route it returns is compared with the prediction (the run fails on a mismatch).
 
-Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run;
+Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run; `--sets-only` for the
+scores of the labelled sets without any server;
 `--crosswoz-replay N` dialogues of CrossWOZ's held-out half replayed (default 40); `--help`.
 """
 
@@ -43,11 +48,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/fast_path.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-from bench.fastpath import crosswoz, latency  # noqa: E402
+from bench.fastpath import crosswoz, latency, multiwoz  # noqa: E402
 from bench.fastpath.dialogue_set import SPLITS, Outcome, Turn, load_dialogues, score, simulate  # noqa: E402
 from bench.fastpath.model import StreamingModel  # noqa: E402
 from bench.fastpath.replay import BenchError, Replay, replay  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
+from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
 from modules.multi_agent.fast_path import RoutingSignals, load_routing_signals  # noqa: E402
 from modules.tools.agent_tools import AGENT_TOOLS  # noqa: E402
 from modules.tools.run_command import RUN_COMMAND  # noqa: E402
@@ -55,6 +61,8 @@ from test.conftest import ServerProcess  # noqa: E402
 from test.scripted_llm import ScriptedLLMServer  # noqa: E402
 
 DIALOGUES = Path(__file__).resolve().parent / "dialogues.json"
+SWITCHES = Path(__file__).resolve().parent / "switches.json"
+TRAVEL_EN = Path(__file__).resolve().parent / "travel_en"
 
 
 def _width(s: str) -> int:
@@ -79,9 +87,11 @@ def rate(part: int, whole: int) -> str:
     return f"{part}/{whole} = {100 * part / whole:.1f}%" if whole else "-"
 
 
-def keywords_of(profiles_path: Path | None) -> dict[str, tuple[str, ...]]:
-    tools = {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)}
-    return {name: p.keywords for name, p in load_profiles(profiles_path, tools).items()}
+def vocabularies(profiles_path: Path | None, signals: RoutingSignals) -> dict[str, TeamVocabulary]:
+    """The team's domain terms read from its profiles, with their `keywords` and from their text alone."""
+    profiles = load_profiles(profiles_path, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
+    return {"keywords": TeamVocabulary.of(profiles, signals),
+            "no keywords": TeamVocabulary.of(profiles, signals, use_keywords=False)}
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -120,26 +130,34 @@ SCORE_HEADERS = ["set", "turns", "hit rate (continuations)", "misroutes (of swit
 
 
 def report_set(title: str, dialogues: list[list[Turn]], signals: RoutingSignals,
-               keywords: dict[str, tuple[str, ...]]) -> list[Outcome]:
-    """Prints the set's scores by split, typed and with chips; returns the typed outcomes."""
+               vocabularies: dict[str, TeamVocabulary]) -> list[Outcome]:
+    """Prints the set's scores by split and language, with the profiles' keywords and without, typed and with
+    chips, and the decision's time per message; returns the typed outcomes with keywords."""
     print(f"\n{title}\n")
-    typed_all = simulate(dialogues, signals, keywords, clicks=False)
-    clicked_all = simulate(dialogues, signals, keywords, clicks=True)
-    rows = []
-    for split in (*SPLITS, None):
-        label = split or "all"
-        typed = [o for o in typed_all if split is None or o.turn.split == split]
-        clicked = [o for o in clicked_all if split is None or o.turn.split == split]
-        if not typed:
-            continue
-        rows.append(score_rows(f"{label}, typed", typed))
-        if any(o.turn.chip for o in typed):
-            rows.append(score_rows(f"{label}, with chips", clicked))
-    print_table(SCORE_HEADERS, rows)
-    bad = [o for o in typed_all if o.misroute]
-    print(f"misroutes typed ({len(bad)}): " + ("; ".join(f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, "
-                                                           f"{o.reason})" for o in bad[:12]) or "none"))
-    return typed_all
+    rows, result = [], []
+    for label, vocabulary in vocabularies.items():
+        started = time.perf_counter()
+        typed_all = simulate(dialogues, signals, vocabulary, clicks=False)
+        per_message_us = (time.perf_counter() - started) / max(1, len(typed_all)) * 1e6
+        clicked_all = simulate(dialogues, signals, vocabulary, clicks=True)
+        result = result or typed_all
+        langs = sorted({o.turn.lang for o in typed_all})
+        for split in (*SPLITS, None):
+            for lang in (*langs, None) if len(langs) > 1 else (None,):
+                def keep(o: Outcome, split: str | None = split, lang: str | None = lang) -> bool:
+                    return (split is None or o.turn.split == split) and (lang is None or o.turn.lang == lang)
+                typed = [o for o in typed_all if keep(o)]
+                if not typed:
+                    continue
+                name = f"{label}: {split or 'all'}{', ' + lang if lang else ''}"
+                rows.append(score_rows(f"{name}, typed", typed) + [f"{per_message_us:.0f}"])
+                if any(o.turn.chip for o in typed):
+                    rows.append(score_rows(f"{name}, with chips", [o for o in clicked_all if keep(o)]) + [""])
+        bad = [o for o in typed_all if o.misroute]
+        print(f"misroutes typed, {label} ({len(bad)}): " + ("; ".join(
+            f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in bad[:8]) or "none"))
+    print_table([*SCORE_HEADERS, "decision us / message"], rows)
+    return result
 
 
 def report_replay(name: str, r: Replay) -> None:
@@ -164,15 +182,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dialogues", type=Path, default=DIALOGUES, help="the dialogue set (bench/dialogues.json)")
     p.add_argument("--crosswoz-replay", type=int, default=40, help="CrossWOZ held-out dialogues replayed (40)")
     p.add_argument("--no-replay", action="store_true", help="predictions only, no replay on the server")
+    p.add_argument("--sets-only", action="store_true", help="the labelled sets' predictions only: no server")
     p.add_argument("--quick", action="store_true", help="smoke run: 4 messages, few replayed dialogues")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (server logs, databases)")
     return p.parse_args(argv)
+
+
+def report_sets(args: argparse.Namespace, signals: RoutingSignals) -> tuple[list[list[Turn]], list[Outcome],
+                                                                            list[list[Turn]], list[Outcome]]:
+    """Parts 2 and 3: every labelled set's scores; returns dialogues.json and CrossWOZ with their outcomes."""
+    dialogues = load_dialogues(args.dialogues)
+    typed = report_set(f"Part 2: {args.dialogues.name}, {len(dialogues)} dialogues, "
+                       f"{sum(len(d) for d in dialogues)} user turns", dialogues, signals, vocabularies(None, signals))
+    switches = load_dialogues(SWITCHES)
+    report_set(f"Part 2b: {SWITCHES.name}, short requests that switch agent and corrections, {len(switches)} "
+               "dialogues, all held out", switches, signals, vocabularies(None, signals))
+    travel = load_dialogues(TRAVEL_EN / "dialogues.json")
+    report_set(f"Part 2c: travel_en, English travel dialogues with a description-only team ({len(travel)} "
+               "dialogues; the profiles have no keywords: both rows read the descriptions)", travel, signals,
+               vocabularies(TRAVEL_EN / "profiles.toml", signals))
+    cw = crosswoz.load_crosswoz()
+    cw_typed = report_set(f"Part 3: CrossWOZ validation split ({crosswoz.DATA.name}), {len(cw)} dialogues, "
+                          f"{sum(len(d) for d in cw)} user turns; no chips (the set has none)", cw, signals,
+                          vocabularies(crosswoz.PROFILES, signals))
+    mw = multiwoz.load_multiwoz()
+    report_set(f"Part 3b: MultiWOZ 2.1 validation split ({multiwoz.DATA.name}), {len(mw)} dialogues, "
+               f"{sum(len(d) for d in mw)} user turns, English; a description-only team (both rows alike)", mw,
+               signals, vocabularies(multiwoz.PROFILES, signals))
+    return dialogues, typed, cw, cw_typed
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signals_path = Path(os.environ["ROUTING_SIGNALS"]) if os.environ.get("ROUTING_SIGNALS") else None
     signals = load_routing_signals(signals_path)
+    if args.sets_only:
+        report_sets(args, signals)
+        return 0
     messages = [latency.CONTINUATIONS[i % len(latency.CONTINUATIONS)] for i in range(4 if args.quick
                                                                                      else args.messages)]
     tmp = Path(tempfile.mkdtemp(prefix="bench-fast-path-"))
@@ -200,18 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         report_ack(latency.run_ack(combined, llm, model, n // 2, cid), args.ack_model_ms, "one conversation")
         model.ttft_s = 0.0
 
-        dialogues = load_dialogues(args.dialogues)
-        typed = report_set(f"Part 2: {args.dialogues.name}, {len(dialogues)} dialogues, "
-                           f"{sum(len(d) for d in dialogues)} user turns", dialogues, signals, keywords_of(None))
+        dialogues, typed, cw, cw_typed = report_sets(args, signals)
         if not args.no_replay:
             chosen = typed if not args.quick else [o for o in typed if o.turn.dialogue in
                                                    {d[0].dialogue for d in dialogues[:6]}]
             report_replay("typed", replay(combined, llm, model, chosen))
 
-        cw = crosswoz.load_crosswoz()
-        typed = report_set(f"Part 3: CrossWOZ validation split ({crosswoz.DATA.name}), {len(cw)} dialogues, "
-                           f"{sum(len(d) for d in cw)} user turns; no chips (the set has none)", cw, signals,
-                           keywords_of(crosswoz.PROFILES))
+        typed = cw_typed
         if not args.no_replay and args.crosswoz_replay:
             held = [d for d in cw if d[0].split == "held_out"][: 3 if args.quick else args.crosswoz_replay]
             chosen_ids = {d[0].dialogue for d in held}

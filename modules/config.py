@@ -10,6 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
 
 
-def read_toml(path: Path, error: type[ValueError]) -> dict:
+def read_toml(path: Path, error: type[ValueError]) -> dict[str, Any]:
     """A configuration file's TOML, or `error` naming the file."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -159,7 +160,7 @@ class Settings:
         """Model of a pipeline stage (`rewrite`, `intent`, `suggest`), falling back to LLM_MODEL."""
         return getattr(self, f"llm_model_{stage}") or self.llm_model
 
-    def with_overrides(self, **changes: object) -> Settings:
+    def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @classmethod

@@ -16,5 +16,6 @@ T = TypeVar("T")
 
 def off_loop(fn: Callable[..., T], *args: object) -> T:
     if patcher.is_monkey_patched("thread"):
-        return tpool.execute(fn, *args)
+        result: T = tpool.execute(fn, *args)
+        return result
     return fn(*args)

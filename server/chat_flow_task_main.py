@@ -27,19 +27,31 @@ class _Overflow(Exception):
         self.sent, self.error = sent, error
 
 
+class _StoppedWhileCompacting(Exception):
+    """The user stopped the turn while its history was being summarised: no model request follows."""
+
+
 def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, *,
                   refused_at: int | None = None) -> ModelReply:
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
     messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
-    rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
+    if turn.stopped():
+        raise _StoppedWhileCompacting
+    if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
+        rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     if refused_at is None:
         sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+
+    def on_text(chunk: str) -> None:
+        sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
+
+    def on_reasoning(chunk: str) -> None:
+        sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk})
+
     try:
         return rt.model.stream_chat(
             messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
-            on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
-            on_reasoning=lambda chunk: sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk}),
-            should_stop=turn.stopped,
+            on_text=on_text, on_reasoning=on_reasoning, should_stop=turn.stopped,
         )
     except ModelError as exc:
         if exc.code == CONTEXT_LENGTH_EXCEEDED and not exc.partial and refused_at is None:
@@ -83,6 +95,8 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         message_id = new_id()
         try:
             reply = _reply_within_window(rt, turn, sender, message_id)
+        except _StoppedWhileCompacting:
+            return TurnOutcome(STOPPED)
         except ContextTooLarge as exc:
             log.warning("task %s: %s", turn.task_id, exc)
             return TurnOutcome(FAILED, {"code": "context_too_large", "message": str(exc)})

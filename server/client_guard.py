@@ -53,7 +53,7 @@ def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
     held: Counter[str] = Counter()
     refusal = _refusal(limits.max_connections)
 
-    class GuardedProtocol(HttpProtocol):
+    class GuardedProtocol(HttpProtocol):  # type: ignore[misc]  # eventlet ships no types
         _address = ""
         _deadline: eventlet.Timeout | None = None
 
@@ -94,7 +94,8 @@ def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
 
         def _read_request_line(self) -> bytes | str:
             if self.rfile.closed:
-                return super()._read_request_line()
+                closed: bytes | str = super()._read_request_line()
+                return closed
             self.connection.settimeout(limits.idle_timeout_s)
             try:
                 if not self.rfile.peek(1):
@@ -102,11 +103,13 @@ def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
             except OSError:
                 return ""
             self._deadline = eventlet.Timeout(limits.header_timeout_s, _HeadersTooSlow())
-            return super()._read_request_line()
+            line: bytes | str = super()._read_request_line()
+            return line
 
         def parse_request(self) -> bool:
             try:
-                return super().parse_request()
+                parsed: bool = super().parse_request()
+                return parsed
             finally:
                 self._cancel_deadline()
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from flask import Flask, jsonify
+from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,8 @@ class ApiError(Exception):
         self.message = message
         self.retry_after_s = retry_after_s  # sent as `Retry-After` (and `retry_after_s` in the body)
 
-    def body(self) -> dict:
-        body = {"success": False, "error": self.message, "code": self.code}
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"success": False, "error": self.message, "code": self.code}
         if self.retry_after_s is not None:
             body["retry_after_s"] = self.retry_after_s
         return body
@@ -37,12 +38,12 @@ _HTTP_CODES = {
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
-    def _api_error(err: ApiError):
+    def _api_error(err: ApiError) -> tuple[Response, int, dict[str, str]]:
         headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
         return jsonify(err.body()), err.status, headers
 
     @app.errorhandler(HTTPException)
-    def _http_error(err: HTTPException):
+    def _http_error(err: HTTPException) -> tuple[Response, int]:
         status = err.code or 500
         code = _HTTP_CODES.get(status, "http_error")
         message = err.description or err.name
@@ -51,6 +52,6 @@ def register_error_handlers(app: Flask) -> None:
         return jsonify({"success": False, "error": message, "code": code}), status
 
     @app.errorhandler(Exception)
-    def _unexpected(err: Exception):
+    def _unexpected(err: Exception) -> tuple[Response, int]:
         log.exception("unhandled error")
         return jsonify({"success": False, "error": "internal server error", "code": "internal_error"}), 500

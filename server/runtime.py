@@ -12,10 +12,13 @@ from modules.agents.profiles import AgentProfile, master_profile
 from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ChatModel
+from modules.multi_agent.active_agent import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore, MessageRouter
+from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.pipeline import INTENT, REWRITER
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
@@ -49,7 +52,7 @@ class Runtime:
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
-                                             {name: p.keywords for name, p in profiles.items()},
+                                             TeamVocabulary.of(profiles, signals),
                                              stages=(REWRITER, INTENT, ROUTER))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
@@ -76,6 +79,7 @@ class Runtime:
             commands=self.commands, profiles=profiles, user_questions=self.user_questions,
             expect_turn=self.tasks.expect_turn, terminate_agent=self.tasks.terminate_agent)
         self.suggestions = SuggestionService(model, settings, signals, self.event_log, transport, spawn)
+        self.refused_sizes = RefusedSizes()  # what providers refused as too long (server/turns/context_window.py)
 
     @property
     def master(self) -> AgentProfile:

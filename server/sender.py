@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from flask_socketio import SocketIO
+
 from server.turns.event_log import CHUNK_TYPES, EventLog
 
 
@@ -24,7 +26,7 @@ class EventSender(Protocol):
 
 
 class SocketIOTransport:
-    def __init__(self, socketio):
+    def __init__(self, socketio: SocketIO):
         self._socketio = socketio
 
     def emit(self, event_type: str, data: dict[str, Any], room: str) -> None:

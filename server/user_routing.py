@@ -2,7 +2,7 @@
 
 1. an agent of the conversation waits in `ask_user`: the message answers it (`hil`);
 2. an active agent is recorded and the fast path (`ActiveAgentFastPath.decide` in
-   modules/multi_agent/message_router.py, with the rules of `follow_up.judge`) says the message goes on with
+   modules/multi_agent/active_agent.py, with the rules of `follow_up.judge`) says the message goes on with
    it (a continuation, or a follow-up tied to what that agent last said): straight to it (`fast_path`);
    a business sub-agent directly, the master without routing stages; an active intent stage is
    re-run on a continuation then dispatched; an active rewriting or routing stage means the full
@@ -53,11 +53,12 @@ class UserMessageRouting:
         if open_questions:
             chosen = open_questions[0]
             if question_id:
-                chosen = next((q for q in open_questions if q.question_id == question_id), None)
-                if chosen is None:
+                asked = next((q for q in open_questions if q.question_id == question_id), None)
+                if asked is None:
                     pending = ", ".join(q.question_id for q in open_questions)
                     raise ApiError(409, "stale_question",
                                    f"question {question_id} is not pending; open questions: {pending}")
+                chosen = asked
             target = next(a for a in agents if a.id == chosen.agent_id)
             return RouteDecision(HIL, target, chosen.question_id)
         if question_id:
@@ -66,8 +67,8 @@ class UserMessageRouting:
         if rt.active_agents.get_active_agent(conv.id) == INTENT and rt.signals.is_continuation(message):
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
                                  reason="continuation")
-        fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/message_router.py
-        if fast.taken:
+        fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/active_agent.py
+        if fast.taken and fast.target is not None:  # taken implies a target
             return RouteDecision(FAST_PATH, fast.target, reason=fast.reason)
         decision = self._pipeline(conv, agents, master, message, fast.target)
         return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten, reason=fast.reason)

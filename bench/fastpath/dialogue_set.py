@@ -13,8 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.follow_up import domain_terms, judge
+from modules.multi_agent.follow_up import judge
 
 KINDS = ("new", "follow_up", "choose", "confirm", "ack", "go_on", "correct", "cancel", "redo", "all_none", "switch")
 SPLITS = ("dev", "held_out")
@@ -84,7 +85,7 @@ class Outcome:
     previous_agent: str = ""
 
 
-def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, keywords: dict[str, tuple[str, ...]],
+def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: TeamVocabulary,
              clicks: bool) -> list[Outcome]:
     """The route of every turn as the server decides it (a conversation's first turn has no active agent)."""
     quick = set(signals.quick_actions())
@@ -97,8 +98,7 @@ def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, keywords: dic
             if previous is None:
                 out.append(Outcome(turn, text, clicked, False, "no active agent"))
             else:
-                own, foreign = domain_terms(keywords, previous.agent)
-                v = judge(signals, text, previous.reply, own, foreign, (text,) if clicked else ())
+                v = judge(signals, text, previous.reply, vocabulary.view(previous.agent), (text,) if clicked else ())
                 out.append(Outcome(turn, text, clicked, v.continues, v.reason, previous.agent))
             previous = turn
     return out

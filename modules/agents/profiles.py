@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modules.config import read_toml
 
@@ -49,7 +50,8 @@ def load_profiles(path: Path | None, known_tools: set[str]) -> dict[str, AgentPr
     for i, entry in enumerate(entries):
         where = f"{path}: agent #{i + 1}"
 
-        def field(name: str, *, required: bool = True, kind: type = str, _e=entry, _w=where):
+        def field(name: str, *, required: bool = True, kind: type = str, _e: dict[str, Any] = entry,
+                  _w: str = where) -> Any:
             value = _e.get(name)
             if value is None:
                 if required:

@@ -4,6 +4,7 @@ starts (README, "Long conversations")."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 # Context windows (tokens) of well-known model names, matched by the longest prefix of the model's name
@@ -94,3 +95,22 @@ def budget_for(model: str, *, setting: int | None = None, profile: int | None = 
     of the window (at most MAX_REPLY_RESERVE) is kept for the reply."""
     window = profile or setting or known_window(model)
     return ContextBudget(window, min(MAX_REPLY_RESERVE, window // 4))
+
+
+class RefusedSizes:
+    """What providers revealed by refusing a request as too long: per model, the smallest refused size
+    (estimated tokens), so this process keeps that model's later requests below it, not only the retry."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sizes: dict[str, int] = {}
+
+    def refused(self, model: str, sent_tokens: int) -> None:
+        with self._lock:
+            self._sizes[model] = min(sent_tokens, self._sizes.get(model, sent_tokens))
+
+    def within(self, model: str, budget: ContextBudget) -> ContextBudget:
+        """`budget`, or the smaller one below a size `model` refused."""
+        with self._lock:
+            sent = self._sizes.get(model)
+        return budget if sent is None or sent > budget.limit else budget.refused_at(sent)

@@ -75,8 +75,8 @@ class OpenAIChatModel:
     def stream_chat(
         self,
         *,
-        messages: list[dict],
-        tools: list[dict] | None = None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
@@ -144,7 +144,8 @@ class OpenAIChatModel:
                 return reply.stopped()
         if "error" in outcome:
             raise outcome["error"]
-        return outcome["reply"]
+        answer: ModelReply = outcome["reply"]
+        return answer
 
     def _attempt_blocking(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool],
                           opened: list[Any]) -> ModelReply:
@@ -204,7 +205,7 @@ class OpenAIChatModel:
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # honoured as asked (a longer ask gave up before this)
             return max(retry_after, 0.0)
-        backoff = min(self._backoff_max_s, self._backoff_base_s * 2 ** (attempt - 1))
+        backoff = min(self._backoff_max_s, self._backoff_base_s * 2.0 ** (attempt - 1))
         return backoff * random.uniform(0.75, 1.0)  # jitter spreads out agents that failed together
 
 

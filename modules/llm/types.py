@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ class ChatModel(Protocol):
     def stream_chat(
         self,
         *,
-        messages: list[dict],
-        tools: list[dict] | None = None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,

@@ -14,8 +14,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 MAX_CONTINUATION_CHARS = 32
+LATIN_WORD_CHARS = 2  # a Latin word counts as two characters of length: about what a Chinese word takes
+_LATIN_WORD = re.compile(r"[a-z0-9']+")
 _UNIT = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")
 _SEPARATORS = re.compile(r"[\s,，、;；.。!！?？~～…:：\-—/()（）\"“”]+")
 
@@ -27,6 +30,14 @@ def normalise(message: str) -> str:
     while end and (unicodedata.category(text[end - 1])[0] in "PSZ" or text[end - 1] in "\u200d\ufe0f"):
         end -= 1
     return text[:end].strip()
+
+
+def length(text: str) -> int:
+    """How long a message is, alike for Chinese and English: a CJK character (or any other one) counts 1, a
+    Latin word LATIN_WORD_CHARS, spaces and punctuation nothing ("ok, 确认" is 4)."""
+    words = _LATIN_WORD.findall(text)
+    rest = _LATIN_WORD.sub("", text)
+    return LATIN_WORD_CHARS * len(words) + sum(1 for c in rest if unicodedata.category(c)[0] not in "PSZ")
 
 
 def units(text: str) -> tuple[str, ...]:
@@ -46,9 +57,14 @@ def contains(text: str, phrase: str) -> bool:
     return phrase in text
 
 
+@lru_cache(maxsize=16)
+def _longest(core: frozenset[tuple[str, ...]], fillers: frozenset[tuple[str, ...]]) -> int:
+    return max((len(e) for e in core | fillers), default=0)
+
+
 def covered(parts: tuple[str, ...], core: frozenset[tuple[str, ...]], fillers: frozenset[tuple[str, ...]]) -> bool:
     """Whether `parts` is a run of core entries and fillers with at least one core entry."""
-    longest = max((len(e) for e in core | fillers), default=0)
+    longest = _longest(core, fillers)
     # state per position: 0 unreachable, 1 reachable with fillers only, 2 reachable with a core entry
     state = [0] * (len(parts) + 1)
     state[0] = 1
@@ -67,7 +83,7 @@ def covered(parts: tuple[str, ...], core: frozenset[tuple[str, ...]], fillers: f
 def is_continuation_text(text: str, core: frozenset[tuple[str, ...]], fillers: frozenset[tuple[str, ...]],
                          topic_switch: tuple[str, ...]) -> bool:
     """`text` normalised: short, no topic-switch phrase, and covered by continuation words and fillers."""
-    if not text or len(text) > MAX_CONTINUATION_CHARS:
+    if not text or length(text) > MAX_CONTINUATION_CHARS:
         return False
     if any(contains(text, phrase) for phrase in topic_switch):
         return False

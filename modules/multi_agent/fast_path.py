@@ -1,5 +1,5 @@
 """The word lists of the fast path, which say a message merely continues; the fast path itself (who reasoned last,
-and the decision) is in modules/multi_agent/message_router.py.
+and the decision) is in modules/multi_agent/active_agent.py.
 
 `RoutingSignals` holds the configurable lists (`ROUTING_SIGNALS`, else the built-in
 `default_routing_signals.toml`); `continuation` decides on words alone, `follow_up`
@@ -10,6 +10,7 @@ vetoes it even when it is made of continuation words ("重新提交" is "重新"
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from modules.multi_agent.continuation import is_continuation_text, normalise, un
 log = logging.getLogger(__name__)
 
 DEFAULT_SIGNALS_FILE = Path(__file__).resolve().parent / "default_routing_signals.toml"
-OPTIONAL_LISTS = ("fillers", "action", "reference", "new_request", "attribute_prefix")
+OPTIONAL_LISTS = ("fillers", "action", "reference", "new_request", "attribute_prefix", "function_words")
 
 __all__ = ["RoutingSignals", "SignalsError", "load_routing_signals", "normalise"]
 
@@ -42,14 +43,16 @@ class RoutingSignals:
     reference: tuple[str, ...] = ()
     new_request: tuple[str, ...] = ()
     attribute_prefix: tuple[str, ...] = ()
+    function_words: tuple[str, ...] = ()  # name no domain (modules/multi_agent/domain_vocabulary.py)
 
     @classmethod
-    def of(cls, continuation: list[str], topic_switch: list[str], fillers: list[str] = (), action: list[str] = (),
-           reference: list[str] = (), new_request: list[str] = (), attribute_prefix: list[str] = ()) -> RoutingSignals:
+    def of(cls, continuation: Sequence[str], topic_switch: Sequence[str], fillers: Sequence[str] = (),
+           action: Sequence[str] = (), reference: Sequence[str] = (), new_request: Sequence[str] = (),
+           attribute_prefix: Sequence[str] = (), function_words: Sequence[str] = ()) -> RoutingSignals:
         words = tuple(dict.fromkeys(w.strip() for w in continuation if normalise(w)))
         return cls(unit_set(words), _phrases(list(topic_switch)), words, unit_set(fillers) - unit_set(words),
                    unit_set(action), _phrases(list(reference)), _phrases(list(new_request)),
-                   _phrases(list(attribute_prefix)))
+                   _phrases(list(attribute_prefix)), _phrases(list(function_words)))
 
     def is_continuation(self, message: str) -> bool:
         return is_continuation_text(normalise(message), self.continuation, self.fillers, self.topic_switch)

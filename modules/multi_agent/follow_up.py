@@ -18,11 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from modules.multi_agent.continuation import contains, normalise
+from modules.multi_agent.continuation import contains, length, normalise
+from modules.multi_agent.domain_vocabulary import DomainView, content_terms
 from modules.multi_agent.fast_path import RoutingSignals
 
-MAX_FOLLOW_UP_CHARS = 48
+MAX_FOLLOW_UP_CHARS = 48  # lengths as `continuation.length`: a Latin word counts two
 MAX_ANSWER_CHARS = 16
+MAX_REQUEST_CHARS = 24  # a longer message that opens a request is one of its own, even if it points back
 ATTRIBUTE_SPAN = 10  # characters between an attribute prefix and the term it governs ("周边都有哪些景点")
 NAME_OVERLAP = 4  # characters a message must share in a row with the last reply to name something in it
 
@@ -33,9 +35,10 @@ _PROPOSAL = re.compile(r"(确认|需要|要不要|要我|是否|可以吗|好吗
                        r"do you want|want me to|confirm|proceed)")
 _OPTIONS = re.compile(r"(^|\n)\s*(\d+[.、)]|[-*•]|[a-c][.)])\s*\S|(1[.、)].*2[.、)])|（1）|选项|或者|还是| or ",
                       re.DOTALL)
-_ELLIPTIC = re.compile(r"^.{0,16}(呢|\btoo|\bas well|\beither)$|^(那|那么|and |what about |how about )")
+_ELLIPTIC = re.compile(r"^.{0,16}呢$|(\btoo|\bas well|\beither)$|^(那|那么|and |what about |how about )")
 _CLAUSE_BREAK = re.compile(r"[,，、;；.。!！?？]")
 _DIGIT = re.compile(r"\d")
+_DEFINITE = re.compile(r"\b(the|their|its|that|this|these|those|your)\s+([a-z'-]+\s+)?$")
 _OTHER = re.compile(r"其他|其它|别的|另外|other")
 _FIRST_CLAUSE = re.compile(r"^([^,，、;；.。!！?？]+)[,，、;；.。!！?？]\s*(.+)$")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff\w]+")
@@ -54,6 +57,17 @@ class ReplyContext:
         tail = normalise(self.text)[-40:]
         return bool(tail) and (_QUESTION_END.search(tail) is not None or "?" in self.text[-60:]
                                or "？" in self.text[-60:])
+
+    @property
+    def question(self) -> str:
+        """The reply's last sentence when it asks something ("What day would you like to leave?"), else ""."""
+        if not self.asked_question:
+            return ""
+        body = self.text.rstrip()
+        end = max(body.rfind("?"), body.rfind("？"))
+        head = body[:end] if end >= 0 else body
+        start = max(head.rfind(c) for c in ".。!！\n?？")
+        return body[start + 1:end + 1 if end >= 0 else None]
 
     @property
     def offered_options(self) -> bool:
@@ -80,23 +94,23 @@ class Verdict:
         return self.decision == CONTINUES
 
 
-def _foreign_term(text: str, foreign: tuple[str, ...], own: tuple[str, ...], signals: RoutingSignals) -> str | None:
+def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals) -> str | None:
     """The first term of another agent that is not an attribute of the current subject.
+
+    A property that several other agents' descriptions mention (not their names or keywords), after a definite
+    determiner ("the address", "their phone number"), asks about what the active agent just named.
 
     "这家餐馆周边有什么景点" asks the restaurant agent about its restaurant: a term right after an
     attribute prefix, within one clause, with no new request in between and no number constraining it
     afterwards ("周边的景点里哪个评分是 5 分" asks for sights), is an attribute."""
-    own_spans = [m.span() for t in own for m in re.finditer(re.escape(t), text)]
-    for term in foreign:
-        if term in own:
-            continue
-        for match in re.finditer(re.escape(term), text):
-            if term.isascii() and not contains(text[max(0, match.start() - 1):match.end() + 1], term):
-                continue
-            if any(a <= match.start() and match.end() <= b for a, b in own_spans):
-                continue  # part of a longer term of the active agent ("店" in "酒店")
-            if not _is_attribute(text, match.start(), match.end(), signals):
-                return term
+    own, foreign = domain.spans(text)
+    for span in sorted(foreign, key=lambda s: s.start):
+        if any(o.start <= span.start and span.end <= o.end for o in own):
+            continue  # part of a longer term of the active agent ("店" in "酒店")
+        if not domain.is_named(span.term) and _DEFINITE.search(text[:span.start]):
+            continue  # "the phone number", "their address": a property of what was just named
+        if not _is_attribute(text, span.start, span.end, signals):
+            return span.term
     return None
 
 
@@ -123,36 +137,45 @@ def _shares_a_name(text: str, reply: str) -> bool:
     return False
 
 
-def judge(signals: RoutingSignals, message: str, reply: str | None, own_terms: tuple[str, ...],
-          foreign_terms: tuple[str, ...], offered: tuple[str, ...] = ()) -> Verdict:
+def judge(signals: RoutingSignals, message: str, reply: str | None, domain: DomainView,
+          offered: tuple[str, ...] = ()) -> Verdict:
     """Continue with the active agent, or leave it to the model; `reply` is the active agent's last text,
-    `offered` the suggestion chips shown after it (a quick-action chip fits that reply by construction)."""
+    `domain` the terms of its domain and of the others' (modules/multi_agent/domain_vocabulary.py), `offered`
+    the suggestion chips shown after the reply (a quick-action chip fits that reply by construction)."""
     text = normalise(message)
     if not text:
         return Verdict(CONTINUES if message.strip() else UNDECIDED, "emoji only" if message.strip() else "empty")
     if any(contains(text, p) for p in signals.topic_switch):
         return Verdict(UNDECIDED, "topic-switch phrase")
-    own = tuple(normalise(t) for t in own_terms)
-    foreign = _foreign_term(text, tuple(normalise(t) for t in foreign_terms), own, signals)
+    foreign = _foreign_term(text, domain, signals)
     if foreign is not None:
         return Verdict(UNDECIDED, f"another agent's term {foreign!r}")
     opener = _FIRST_CLAUSE.match(text)
     if opener and signals.is_continuation(opener.group(1)) and not signals.is_continuation(text):
         # "ok, and tolls?", "好的，那上海呢": an acknowledgement, then what the message is about
-        rest = judge(signals, opener.group(2), reply, own_terms, foreign_terms, offered)
+        rest = judge(signals, opener.group(2), reply, domain, offered)
         return Verdict(rest.decision, f"after an acknowledgement: {rest.reason}")
     if signals.is_continuation(text):
         chip = any(normalise(o) == text for o in offered)
         if signals.acts_on_a_proposal(text) and not chip and not (reply and ReplyContext(reply).invites_action):
             return Verdict(UNDECIDED, "an action word, but the last reply proposed nothing")
         return Verdict(CONTINUES, "continuation")
-    if len(text) > MAX_FOLLOW_UP_CHARS:
+    if length(text) > MAX_FOLLOW_UP_CHARS:
         return Verdict(UNDECIDED, "too long")
-    names_own = any(contains(text, t) for t in own)
+    names_own = domain.names_own(text)
     pointing = text.replace("其它", "其他")  # "other", not "it"
-    refers = any(contains(pointing, r) for r in signals.reference) or _ELLIPTIC.search(text) is not None
-    if any(contains(text, p) for p in signals.new_request) and not refers and not names_own:
+    new_request = any(contains(text, p) for p in signals.new_request)
+    # "那上海呢" is elliptic; "那帮我订一张去新加坡的机票" opens a request of its own
+    elliptic = _ELLIPTIC.search(text) is not None and not new_request
+    refers = any(contains(pointing, r) for r in signals.reference) or elliptic
+    answers = reply is not None and bool(content_terms(text, signals)
+                                         & content_terms(ReplyContext(reply).question, signals))
+    if answers and not refers:
+        return Verdict(CONTINUES, "answers the question of the last reply")
+    if new_request and not refers and not names_own:
         return Verdict(UNDECIDED, "new request")
+    if new_request and length(text) > MAX_REQUEST_CHARS and not names_own:
+        return Verdict(UNDECIDED, "a long new request")
     if refers:
         return Verdict(CONTINUES, "refers back")
     if names_own:
@@ -164,9 +187,3 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, own_terms: t
         if len(text) <= MAX_ANSWER_CHARS and context.invites_action:
             return Verdict(CONTINUES, "answers the last reply")
     return Verdict(UNDECIDED, "no tie to the active agent")
-
-
-def domain_terms(keywords: dict[str, tuple[str, ...]], active_role: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the active role's own terms, every other role's terms) from each role's profile keywords."""
-    own = keywords.get(active_role, ())
-    return own, tuple(t for role, terms in keywords.items() if role != active_role for t in terms)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import delete, exists, func, or_, select, update
 
 from modules.storage.db import Database
@@ -18,6 +20,7 @@ from modules.storage.models import (
 )
 from modules.storage.pending_messages import CONSUMED, QUEUED
 from modules.storage.records import new_id, now
+from modules.storage.results import rowcount
 from modules.storage.tasks import ACTIVE_STATUSES
 from modules.storage.unrouted import ROUTING
 
@@ -65,18 +68,18 @@ def list_conversations(db: Database, user_id: int, limit: int = 200, query: str 
 def rename_conversation(db: Database, conversation_id: str, user_id: int, title: str) -> Conversation | None:
     """Set the title of the user's (not deleted) conversation; None when there is no such conversation."""
     with db.write() as s:
-        done = s.execute(update(Conversation).where(
+        done = rowcount(s.execute(update(Conversation).where(
             Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
-            .values(title=title, updated_at=now())).rowcount
+            .values(title=title, updated_at=now())))
     return get_conversation(db, conversation_id, user_id) if done else None
 
 
 def mark_deleted(db: Database, conversation_id: str, user_id: int) -> bool:
     """Hide the conversation from its user at once; False when it was not theirs or already deleted."""
     with db.write() as s:
-        return bool(s.execute(update(Conversation).where(
+        return bool(rowcount(s.execute(update(Conversation).where(
             Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
-            .values(deleted_at=now())).rowcount)
+            .values(deleted_at=now()))))
 
 
 def retire_agents(db: Database, conversation_id: str) -> list[str]:
@@ -117,7 +120,7 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
 
 
 def touch_conversation(db: Database, conversation_id: str, title: str | None = None) -> None:
-    values: dict = {"updated_at": now()}
+    values: dict[str, Any] = {"updated_at": now()}
     if title is not None:
         values["title"] = title
     with db.write() as s:

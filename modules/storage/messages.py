@@ -60,7 +60,7 @@ def list_messages(db: Database, agent_id: str) -> list[Message]:
         return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
-def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row]:
+def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:
     """The entries after `after_seq` (a context summary stands for the ones before), with the columns the
     model's view needs: read by the (agent_id, seq) index, so a request's cost follows the tail, not the
     whole history."""

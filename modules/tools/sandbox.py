@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
@@ -74,8 +74,8 @@ class CommandLimits:
 class Launched:
     """A started command and the helper processes that serve it (the network stack)."""
 
-    proc: subprocess.Popen
-    helpers: list[subprocess.Popen] = field(default_factory=list)
+    proc: subprocess.Popen[bytes]
+    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)  # ours to close once the command ends
     cgroup: CommandCgroup | None = None  # the command's own, removed once it ended
 
@@ -262,7 +262,8 @@ class Sandbox:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
         return [*drop, *self.limits.prlimit(), "/bin/sh", "-c", command]
 
-    def spawn(self, command: str, workspace: Path, *, stdout, stderr=subprocess.STDOUT) -> Launched:
+    def spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes],
+              stderr: int | IO[bytes] = subprocess.STDOUT) -> Launched:
         """Start `command` under /bin/sh, in its own session (so the whole group can be killed), in a cgroup
         of its own where the server may create one."""
         cgroup = self.cgroups.create(uuid.uuid4().hex) if self.cgroups.mode else None
@@ -276,10 +277,10 @@ class Sandbox:
         launched.cgroup = cgroup
         return launched
 
-    def _spawn(self, command: str, workspace: Path, *, stdout: Any, stderr: Any,
+    def _spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes], stderr: int | IO[bytes],
                wrap: Callable[[list[str]], list[str]]) -> Launched:
         inner = self._inner(command, workspace)
-        popen = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
+        popen: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:
             return Launched(subprocess.Popen(wrap([*self._outer(), *inner]), cwd=workspace, **popen))

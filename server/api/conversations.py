@@ -21,7 +21,7 @@ bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
 @bp.post("")
 @endpoint({201: out.ConversationDetail}, errors=(400, 429), body=CreateConversationBody, body_required=False)
-def create_conversation(body: CreateConversationBody, user_id: int):
+def create_conversation(body: CreateConversationBody, user_id: int) -> tuple[out.ConversationDetail, int]:
     """Create a conversation with its master agent (past RATE_LIMIT_CONVERSATIONS_PER_MIN: 429 `rate_limited`)."""
     rt = runtime()
     rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.CONVERSATIONS, user_id)
@@ -32,7 +32,7 @@ def create_conversation(body: CreateConversationBody, user_id: int):
 
 @bp.get("")
 @endpoint({200: out.ConversationList}, errors=(400,), query=ConversationSearchQuery)
-def list_conversations(query: ConversationSearchQuery, user_id: int):
+def list_conversations(query: ConversationSearchQuery, user_id: int) -> out.ConversationList:
     """The caller's conversations, newest first; `q` keeps those whose title or a message contains it."""
     convs = conversation_store.list_conversations(runtime().db, user_id, query=query.q or None)
     return out.ConversationList(data=[conversation_out(c) for c in convs])
@@ -40,7 +40,7 @@ def list_conversations(query: ConversationSearchQuery, user_id: int):
 
 @bp.get("/<conversation_id>")
 @endpoint({200: out.ConversationDetail}, errors=(404,))
-def get_conversation(conversation_id: str, user_id: int):
+def get_conversation(conversation_id: str, user_id: int) -> out.ConversationDetail:
     """A conversation with its agents."""
     conv = owned_conversation(conversation_id, user_id)
     return conversation_detail(conv, _agents(conv.id))
@@ -48,7 +48,7 @@ def get_conversation(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/messages")
 @endpoint({200: out.MessageList}, errors=(404,), query=MessagesQuery)
-def list_messages(conversation_id: str, query: MessagesQuery, user_id: int):
+def list_messages(conversation_id: str, query: MessagesQuery, user_id: int) -> out.MessageList:
     """One agent's history, oldest first."""
     conv = owned_conversation(conversation_id, user_id)
     agent = conversation_agent(conv, query.agent)
@@ -58,7 +58,7 @@ def list_messages(conversation_id: str, query: MessagesQuery, user_id: int):
 
 @bp.get("/<conversation_id>/summaries")
 @endpoint({200: out.ContextSummaryList}, errors=(404,), query=MessagesQuery)
-def list_summaries(conversation_id: str, query: MessagesQuery, user_id: int):
+def list_summaries(conversation_id: str, query: MessagesQuery, user_id: int) -> out.ContextSummaryList:
     """The context summaries of one agent's history (README, "Long conversations"), oldest first."""
     conv = owned_conversation(conversation_id, user_id)
     agent = conversation_agent(conv, query.agent)
@@ -77,7 +77,7 @@ def _agents(conversation_id: str) -> list[out.Agent]:
 
 @bp.get("/<conversation_id>/agents")
 @endpoint({200: out.AgentList}, errors=(404,))
-def list_agents(conversation_id: str, user_id: int):
+def list_agents(conversation_id: str, user_id: int) -> out.AgentList:
     """The conversation's agents with their state and queue size."""
     conv = owned_conversation(conversation_id, user_id)
     return out.AgentList(data=_agents(conv.id))
@@ -85,7 +85,7 @@ def list_agents(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/running-status")
 @endpoint({200: out.RunningStatus}, errors=(404,))
-def running_status(conversation_id: str, user_id: int):
+def running_status(conversation_id: str, user_id: int) -> out.RunningStatus:
     """Whether the master runs, and what runs in the background."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()

@@ -12,9 +12,11 @@ from modules.agents.profiles import AgentProfile
 from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ChatModel
+from modules.multi_agent.active_agent import ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
-from modules.multi_agent.message_router import ActiveAgentSessionStore, MessageRouter
+from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import PeerSignals
 from modules.storage.db import Database
@@ -46,6 +48,7 @@ class TurnRuntime(Protocol):
     sandbox: Sandbox
     services: AgentServices
     suggestions: SuggestionService
+    refused_sizes: RefusedSizes
 
     def workspace(self, conversation_id: str) -> Path: ...
 

@@ -41,8 +41,10 @@ def agent_model(rt: TurnRuntime, turn: Turn) -> str:
 
 
 def agent_budget(rt: TurnRuntime, turn: Turn) -> ContextBudget:
-    return budget_for(agent_model(rt, turn), setting=rt.settings.model_context_tokens,
-                      profile=turn.profile.context_tokens)
+    """The budget of the agent's model, below any size that model refused in this process."""
+    model = agent_model(rt, turn)
+    return rt.refused_sizes.within(model, budget_for(model, setting=rt.settings.model_context_tokens,
+                                                     profile=turn.profile.context_tokens))
 
 
 def current_from_seq(turn: Turn) -> int:
@@ -50,25 +52,28 @@ def current_from_seq(turn: Turn) -> int:
     return min((m.seq for m in turn.drained), default=2**62)
 
 
-def request_summary(rt: TurnRuntime, model: str, messages: list[dict[str, Any]]) -> str:
-    """The one place compaction asks a model (LLM_MODEL_COMPACT, else the agent's): one request, no tools."""
-    reply = rt.model.stream_chat(messages=messages, model=model or None)
-    return reply.content.strip()
+def request_summary(rt: TurnRuntime, turn: Turn, model: str, messages: list[dict[str, Any]]) -> str:
+    """The one place compaction asks a model (LLM_MODEL_COMPACT, else the agent's): one request, no tools.
+    "" when the user stopped the turn meanwhile (a summary cut short is never stored)."""
+    reply = rt.model.stream_chat(messages=messages, model=model or None, should_stop=turn.stopped)
+    return "" if reply.finish_reason == "stopped" else reply.content.strip()
 
 
-def request_tokens(messages: list[dict[str, Any]], tools: list[dict] | None) -> int:
+def request_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
     """The estimated size of a request (modules/llm/tokens.py)."""
     return count_messages(messages) + count_tools(tools)
 
 
-def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools: list[dict] | None,
+def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools: list[dict[str, Any]] | None,
                          *, refused_at: int | None = None) -> list[dict[str, Any]]:
     """The messages of the agent's next request, within its budget; `refused_at`: the size of a request
     the provider refused as too long although the budget thought it fit (then the budget shrinks below it
     and compaction goes as far as it can). Raises ContextTooLarge when nothing fits."""
     model = agent_model(rt, turn)
     harder = refused_at is not None
-    budget = agent_budget(rt, turn).refused_at(refused_at) if refused_at is not None else agent_budget(rt, turn)
+    if refused_at is not None:
+        rt.refused_sizes.refused(model, refused_at)
+    budget = agent_budget(rt, turn)
     system = {"role": "system", "content": turn.profile.system_message(turn.display_name)}
     fixed = count_messages([system]) + count_tools(tools)
     room = budget.limit - fixed  # what the summary and the history may hold
@@ -100,8 +105,10 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
                     tokens_after=fixed + summary_tokens + view.tokens, model=_compact_model(rt, model),
                     task_id=turn.task_id))
                 _emit_compacted(sender, summary)
-            elif fixed + summary_tokens + view.tokens > budget.limit:
+            elif not turn.stopped() and fixed + summary_tokens + view.tokens > budget.limit:
                 raise ModelError("model_error", "the context summary could not be written", retryable=True)
+    if turn.stopped():
+        return [system, *view.messages]  # no request follows (the caller sees the stop)
     if fixed + summary_tokens + view.tokens > budget.limit:
         view.shorten_where(room // 4, current_from_seq=current, roles=("tool",), current=True)
     if fixed + summary_tokens + view.tokens > budget.limit:
@@ -125,18 +132,18 @@ def _summarise(rt: TurnRuntime, turn: Turn, previous: Summary | None, span: list
                limit: int, model: str) -> Summary | None:
     """The summary of the previous one and `span`: one request per piece of the span that fits a request
     of `limit` tokens beside the prompt, the previous summary and the answer (usually one piece). None when
-    the model failed: the caller goes on without, if the request still fits."""
+    the model failed or the turn was stopped: the caller goes on without, if the request still fits."""
     summary_tokens = int(room * SUMMARY_SHARE)
     words = compaction.summary_words(summary_tokens)
     piece_tokens = max(limit - 2 * summary_tokens - count_tokens(compaction.COMPACT_PROMPT) - 16, room // 4)
     text = previous.content if previous else ""
     try:
         for piece in compaction.transcript_pieces(span, piece_tokens, line_tokens=max(64, room // 16)):
-            text = request_summary(rt, _compact_model(rt, model), compaction.summary_request(text, piece, words))
+            text = request_summary(rt, turn, _compact_model(rt, model), compaction.summary_request(text, piece, words))
+            if not text:
+                return None
     except ModelError as exc:
         log.warning("context summary for agent %s failed: %s %s", turn.agent_id, exc.code, exc)
-        return None
-    if not text:
         return None
     text = shorten_tokens(text, summary_tokens)
     return Summary("", span[-1].seq, text, len(span), 0, 0)

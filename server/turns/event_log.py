@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -35,6 +36,8 @@ from modules.storage.records import now
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[int], None]
+# Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
+_TASK_EVENTS = cast(Table, TaskEvent.__table__)
 CHUNK = "text_chunk"
 REASONING_CHUNK = "reasoning_chunk"  # the model's thinking as it streams, coalesced the same way
 CHUNK_TYPES = (CHUNK, REASONING_CHUNK)
@@ -142,7 +145,7 @@ class EventLog:
         rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
                 for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(TaskEvent.__table__, rows)
+            self.writer.insert(_TASK_EVENTS, rows)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again
@@ -203,7 +206,7 @@ class EventLog:
             return
         try:
             ts = now()
-            errors = self.writer.insert_each(TaskEvent.__table__, [
+            errors = self.writer.insert_each(_TASK_EVENTS, [
                 [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts)]
                 for task_id, _, held in taken])
         except BaseException:

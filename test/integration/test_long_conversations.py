@@ -53,7 +53,8 @@ def test_a_conversation_that_outgrows_the_window_goes_on_with_its_older_part_sum
 
 @pytest.mark.parametrize("wording", sorted(OVERFLOW_ANSWERS))
 def test_an_overflow_the_budget_missed_compacts_harder_and_is_asked_once_more(make_server, llm, wording):
-    """The server thinks the window is 32,768 tokens (a model of no known name); the provider's is 3,000."""
+    """The server thinks the window is 32,768 tokens (a model of no known name); the provider's is 3,000.
+    The first refusal costs one more request; from then on the server keeps below what was refused."""
     model = WindowedModel(3000, lambda body: text("ok"), overflow=wording).serve(llm)
     server = make_server()
     cid = None
@@ -65,11 +66,9 @@ def test_an_overflow_the_budget_missed_compacts_harder_and_is_asked_once_more(ma
         task = server.wait_task(sent["task_id"])
         assert task["status"] == "succeeded", (turn, task["events"][-1])
         if len(model.refused) > before:
-            assert len(model.refused) == before + 1  # asked once more, and that fitted
             assert events_of(task, "context_compacted") and len(events_of(task, "text_end")) == 1
             retried.append(turn)
-            break
-    assert retried, "the provider never refused a request: the test did not test"
+    assert len(retried) == 1 and len(model.refused) == 1, (retried, model.refused)
 
 
 def test_a_message_larger_than_the_window_fails_clearly_and_the_conversation_goes_on(make_server, llm):

@@ -118,6 +118,7 @@ def test_two_hundred_turns_with_loud_sub_agents_stay_usable_in_a_small_window(ma
     assert len(team.commands) == TURNS // HELPER_EVERY
     assert all(n == COMMANDS_PER_SUB_AGENT + 1 for n in team.commands.values())
     assert compactions and model.summaries <= TURNS  # compaction costs less than one request a turn
-    final = next(r.body for r in reversed(llm.agent_requests) if r.body["messages"][-1]["role"] == "user")
+    final = next(r.body for r in reversed(llm.agent_requests) if r.body["messages"][-1]["role"] == "user"
+                 and text_of(r.body["messages"][0]).startswith("You are MasterAgent"))
     assert RULE in everything_seen(final) and text_of(final["messages"][-1]).startswith(f"turn {TURNS}:")
     assert RULE not in text_of(final["messages"][1])  # ... from the summary: turn 1 itself is long gone

@@ -7,7 +7,7 @@ import pytest
 
 from modules.agents.profiles import ProfileError, load_profiles
 from modules.config import ConfigError, Settings
-from modules.context.budget import UNKNOWN_WINDOW, budget_for, known_window
+from modules.context.budget import UNKNOWN_WINDOW, RefusedSizes, budget_for, known_window
 from modules.context.compaction import choose_split, summary_request, transcript_pieces
 from modules.context.shorten import shorten_chars, shorten_tokens
 from modules.context.view import HistoryRow, HistoryView
@@ -38,6 +38,16 @@ def test_a_refused_request_shrinks_the_budget_below_it():
     budget = budget_for("x", setting=100_000)
     shrunk = budget.refused_at(5_000)
     assert shrunk.limit == 3_500 and shrunk.reserve == budget.reserve
+
+
+def test_a_size_a_model_refused_bounds_its_later_budgets_and_no_other_models():
+    sizes, budget = RefusedSizes(), budget_for("x", setting=100_000)
+    assert sizes.within("m", budget) == budget
+    sizes.refused("m", 5_000)
+    sizes.refused("m", 9_000)  # a larger refusal teaches nothing new
+    assert sizes.within("m", budget).limit == 3_500 and sizes.within("other", budget) == budget
+    small = budget_for("x", setting=2_000)
+    assert sizes.within("m", small) == small  # already below what was refused
 
 
 def test_the_settings_and_profiles_read_the_window():

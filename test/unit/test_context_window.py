@@ -11,6 +11,7 @@ import pytest
 
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ModelReply
 from modules.llm.tokens import count_messages, count_tools
 from modules.storage import conversations
@@ -32,9 +33,13 @@ PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
 class Summariser:
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.during = lambda: None  # runs inside the request, as if the user did something meanwhile
 
-    def stream_chat(self, *, messages, tools=None, model=None, **_):
+    def stream_chat(self, *, messages, tools=None, model=None, should_stop=lambda: False, **_):
         self.requests.append({"messages": messages, "model": model, "tools": tools})
+        self.during()
+        if should_stop():
+            return ModelReply("- the user sa", [], "stopped")
         return ModelReply("- the user said: INSTRUCTION keep it short", [], "stop")
 
 
@@ -53,21 +58,23 @@ def window(tmp_path):
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
     model = Summariser()
     rt = SimpleNamespace(db=db, model=model, settings=Settings(llm_model="m", model_context_tokens=4000,
-                                                               llm_model_compact="small-model"))
+                                                               llm_model_compact="small-model"),
+                         refused_sizes=RefusedSizes())
 
     def add(*drafts: MessageDraft):
         return message_store.append_messages(db, conv.id, master.id, list(drafts))
 
+    turn = Turn(task_id="t1", conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
+                profile=PROFILES["MasterAgent"])
+
     def build(current_from: int = 10**6, **kw):
-        turn = Turn(task_id="t1", conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
-                    profile=PROFILES["MasterAgent"],
-                    drained=[SimpleNamespace(seq=current_from)])
+        turn.drained = [SimpleNamespace(seq=current_from)]
         sender = Sender()
         tools = TOOLS.definitions(list(turn.profile.tools))
         messages = build_model_messages(rt, turn, sender, tools, **kw)
         return messages, sender.events, count_messages(messages) + count_tools(tools)
 
-    yield SimpleNamespace(db=db, agent=master, model=model, add=add, build=build)
+    yield SimpleNamespace(db=db, agent=master, model=model, add=add, build=build, turn=turn)
     db.dispose()
 
 
@@ -147,4 +154,13 @@ def test_a_deleted_conversation_takes_its_summaries_with_it(window):
     user_id = conversations.get_conversation(window.db, conv_id).user_id
     assert conversations.mark_deleted(window.db, conv_id, user_id)
     assert conversations.purge_conversation(window.db, conv_id)  # foreign keys on: summaries go first
+    assert summary_store.latest(window.db, window.agent.id) is None
+
+
+def test_a_summary_cut_short_by_stop_is_never_stored(window):
+    window.add(MessageDraft(role="user", content="INSTRUCTION keep it short"),
+               *[d for i in range(1, 20) for d in chat(i)])
+    window.model.during = window.turn.stop_event.set
+    _, events, _ = window.build()
+    assert len(window.model.requests) == 1 and events == []
     assert summary_store.latest(window.db, window.agent.id) is None

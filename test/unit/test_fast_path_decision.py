@@ -1,12 +1,14 @@
-"""The active-agent fast path's decision (`ActiveAgentFastPath.decide`, modules/multi_agent/message_router.py) on a
+"""The active-agent fast path's decision (`ActiveAgentFastPath.decide`, modules/multi_agent/active_agent.py) on a
 real database: which agent it would go to, and when it is taken."""
 
 from __future__ import annotations
 
 import pytest
 
+from modules.agents.profiles import AgentProfile
+from modules.multi_agent.active_agent import ActiveAgentFastPath, ActiveAgentSessionStore
+from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
-from modules.multi_agent.message_router import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
@@ -22,8 +24,11 @@ STAGES = ("QueryRewritingAgent", "IntentRecognitionAgent", "RoutingAgent")
 def team(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     conv, master, sub, manager = conversation_with_sub_agent(db)
-    fast = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), load_routing_signals(None),
-                               {"InfoAgent": ("policy",)}, STAGES)
+    signals = load_routing_signals(None)
+    profiles = {"MasterAgent": AgentProfile("MasterAgent", "Leads the team.", "You lead.", (), kind="master"),
+                "InfoAgent": AgentProfile("InfoAgent", "Explains travel policies.", "You explain.", ())}
+    fast = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
+                               TeamVocabulary.of(profiles, signals), STAGES)
     yield db, conv, master, sub, manager, fast
     db.dispose()
 
@@ -94,5 +99,5 @@ def test_a_term_of_the_agents_own_domain_continues_and_another_agents_does_not(t
     db, conv, master, sub, _, fast = team
     _reply(db, conv, sub, "Done.")
     _reply(db, conv, master, "Done.")
-    assert fast.verdict(sub, "policy limits?").continues  # InfoAgent's own keyword
+    assert fast.verdict(sub, "policy limits?").continues  # a word of InfoAgent's own description
     assert not fast.verdict(master, "policy limits?").continues  # InfoAgent's, not the master's

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from modules.agents.profiles import load_profiles
+from modules.multi_agent.domain_vocabulary import DomainView, TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
-from modules.multi_agent.follow_up import ReplyContext, domain_terms, judge
+from modules.multi_agent.follow_up import ReplyContext, judge
 from modules.multi_agent.routing_stage import parse_combined
 from test.unit.test_routing_units import TOOLS
 
 SIGNALS = load_routing_signals(None)
 PROFILES = load_profiles(None, TOOLS)
-KEYWORDS = {name: p.keywords for name, p in PROFILES.items()}
+VOCABULARY = TeamVocabulary.of(PROFILES, SIGNALS)
 
 
 def verdict(message: str, reply: str | None, active: str, offered: tuple[str, ...] = ()):
-    own, foreign = domain_terms(KEYWORDS, active)
-    return judge(SIGNALS, message, reply, own, foreign, offered)
+    return judge(SIGNALS, message, reply, VOCABULARY.view(active), offered)
 
 
 @pytest.mark.parametrize(("message", "reply", "active"), [
@@ -68,10 +70,9 @@ def test_an_offered_chip_confirms_even_after_a_plain_statement():
 
 
 def test_a_term_after_an_attribute_prefix_belongs_to_the_current_subject():
-    keywords = {"RestaurantAgent": ("餐馆", "人均"), "AttractionAgent": ("景点", "门票")}
-    own, foreign = domain_terms(keywords, "RestaurantAgent")
-    assert judge(SIGNALS, "这家餐馆周边有哪些景点啊？", "推荐您去讲礼驴肉馆。", own, foreign).continues
-    assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", own, foreign).continues
+    domain = DomainView.of_terms(own=("餐馆", "人均"), foreign=("景点", "门票"))
+    assert judge(SIGNALS, "这家餐馆周边有哪些景点啊？", "推荐您去讲礼驴肉馆。", domain).continues
+    assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", domain).continues
 
 
 def test_reply_context():
@@ -89,3 +90,34 @@ def test_reply_context():
 def test_parse_combined(answer, query, agent):
     route = parse_combined(answer, "那上海呢", PROFILES, "MasterAgent")
     assert (route.query, route.agent) == (query, agent)
+
+
+# -- out of the box: description-only profiles, English follow-ups, short switches and corrections -------------
+
+PLAIN = {n: dataclasses.replace(p, keywords=()) for n, p in PROFILES.items()}
+PLAIN_VOCABULARY = TeamVocabulary.of(PLAIN, SIGNALS, use_keywords=False)
+
+
+def plain_verdict(message: str, reply: str, active: str):
+    return judge(SIGNALS, message, reply, PLAIN_VOCABULARY.view(active))
+
+
+@pytest.mark.parametrize(("message", "reply"), [
+    ("No, that's all I need. Thanks.", "Booked: the Hilton, 2 nights. Anything else I can help with?"),
+    ("Thank you for all of your help!", "Your booking reference is 7GAWK763."),
+    ("I would like to leave on Saturday.", "What day would you like to leave?"),  # words of its question
+    ("Could I get the full address as well?", "Pizza Hut City Centre serves cheap Italian food."),
+    ("actually make it two rooms, my manager is coming too", "One room at the Hilton, March 3-5. Shall I book it?"),
+    ("不对，是下周四入住", "静安的全季酒店 458 元/晚，下周三入住两晚，确认吗？"),
+])
+def test_english_follow_ups_and_corrections_go_on_with_the_agent_without_keywords(message, reply):
+    assert plain_verdict(message, reply, "BookingAgent").continues
+
+
+@pytest.mark.parametrize(("message", "reply", "active"), [
+    ("好嘞，那帮我订一张下周一去新加坡的商务舱", "新加坡：住宿每晚不超过 1200 元。", "InfoAgent"),  # no ellipsis
+    ("never mind, book a taxi from the airport instead", "Boston: meals $79 a day.", "InfoAgent"),  # "Books trips"
+    ("and can you fix the shell command too?", "Boston: meals $79 a day.", "InfoAgent"),  # CoderAgent's words
+])
+def test_short_requests_naming_another_agents_domain_leave_the_fast_path_without_keywords(message, reply, active):
+    assert not plain_verdict(message, reply, active).continues

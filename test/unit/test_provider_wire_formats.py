@@ -20,7 +20,7 @@ from test.provider_replies import (
     whole_body,
 )
 from test.scripted_llm import JsonBodyStep, RawChunksStep, dynamic, error, text
-from test.unit.test_llm_client import USER, make_model
+from test.unit.scripted_client import USER, make_model
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,11 +10,11 @@ import logging
 import pytest
 
 from modules.multi_agent import agent_state, message_router
+from modules.multi_agent.active_agent import ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import (
     INJECTED_INLINE,
     TRIGGERED_NEW_TURN,
-    ActiveAgentSessionStore,
     MessageRouter,
     PendingMessage,
     RouteResult,

@@ -5,6 +5,7 @@ after the last allowed round), the iteration limit, stops, and a task taken over
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ import pytest
 
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ModelError, ModelReply, ToolCall
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.storage import conversations
@@ -110,9 +112,9 @@ def flow(tmp_path):
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"))
+                         sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes())
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
-                    profile=PROFILES["MasterAgent"])
+                    profile=PROFILES["MasterAgent"], from_user=True)
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
     db.dispose()
 
@@ -354,3 +356,12 @@ def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
     assert poll_completion_notifications(f.rt, f.master.id, start) is None and asked == []  # nothing queued
     queue_message(f, "a notice that came after the last model call")
     assert poll_completion_notifications(f.rt, f.master.id, start) == "task-2" and asked == [f.master.id]
+
+
+def test_a_turn_on_no_message_of_the_user_records_no_active_agent(flow):
+    """A background task's or a notice's turn reasons without taking the user from the agent they talk with."""
+    f = flow
+    queue_message(f, "[Sub-agent InfoAgent_1 succeeded]")
+    f.turn = dataclasses.replace(f.turn, from_user=False)
+    f.rt.model = Model(ModelReply("Noted.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED) and f.active == []
