@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from modules.agents.profiles import ProfileError
     from modules.multi_agent.fast_path import SignalsError
     from server.app import create_app
+    from server.client_guard import ClientLimits, server_options
 
     try:
         app, socketio = create_app(settings, async_mode="eventlet")
@@ -94,9 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     pool_size, file_limit = connection_capacity()
-    log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d)",
-             settings.host, settings.port, app.extensions["chat_runtime"].db.label, pool_size, file_limit)
-    socketio.run(app, host=settings.host, port=settings.port, log_output=False, max_size=pool_size)
+    limits = ClientLimits(header_timeout_s=settings.client_header_timeout_s,
+                          idle_timeout_s=settings.client_idle_timeout_s,
+                          body_timeout_s=settings.client_body_timeout_s,
+                          max_connections=settings.client_max_connections)
+    log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "
+             "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
+             settings.host, settings.port, app.extensions["chat_runtime"].db.label, pool_size, file_limit,
+             limits.max_connections, limits.header_timeout_s, limits.idle_timeout_s, limits.body_timeout_s)
+    socketio.run(app, host=settings.host, port=settings.port, log_output=False, max_size=pool_size,
+                 **server_options(limits))
     return 0
 
 

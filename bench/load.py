@@ -91,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
     model_stream_s = (args.chunks + 1) * args.chunk_ms / 1000  # role delta at once, chunks and stop each a gap later
     model_first_s = args.chunk_ms / 1000
     tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    env = {"LOG_LEVEL": "WARNING", **dict(pair.partition("=")[::2] for pair in args.env)}
+    # One local user drives every client: its per-user limits would be the bench's ceiling.
+    env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + args.streams + 100),
+           **{f"RATE_LIMIT_{kind}_PER_MIN": "100000000" for kind in ("SENDS", "CONVERSATIONS", "SOCKET_EVENTS")},
+           **dict(pair.partition("=")[::2] for pair in args.env)}
     database = "postgresql" if args.processes else args.database
     print(f"bench/load: {database}, {args.idle} idle + {args.streams} streaming clients; model: "
           f"{args.chunks} chunks {args.chunk_ms} ms apart = {model_stream_s:.2f} s per reply"

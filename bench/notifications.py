@@ -117,7 +117,8 @@ class Server(ServerProcess):
     """run.py, or run.py behind the naive launcher, started as the tests start it, on its own data dir."""
 
     def __init__(self, mode: str, data_dir: Path, llm_url: str, launcher: list[str], env: dict[str, str]):
-        super().__init__(data_dir, llm_url, env=env, launcher=launcher)
+        unlimited = {f"RATE_LIMIT_{kind}_PER_MIN": "100000000" for kind in ("SENDS", "CONVERSATIONS", "SOCKET_EVENTS")}
+        super().__init__(data_dir, llm_url, env={**unlimited, **env}, launcher=launcher)
         self.mode = mode
 
     def api(self, path: str) -> Any:

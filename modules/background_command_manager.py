@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.notice_fence import fenced, neutralised
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
 from modules.storage import commands as command_store
 from modules.storage import pending_messages as queue
@@ -39,6 +40,7 @@ from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
 from modules.tools.sandbox import Sandbox, kill_group
 from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
+from modules.work_caps import START_LOCK, WorkCaps, check_commands
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def _status_of(outcome: CommandOutcome, cancelled: bool) -> str:
         return CANCELLED
     if outcome.timed_out:
         return TIMED_OUT
-    return SUCCEEDED if outcome.exit_code == 0 else FAILED
+    return SUCCEEDED if outcome.exit_code == 0 and not outcome.disk_error else FAILED
 
 
 def build_command_notice_text(cmd: BackgroundCommand) -> str:
@@ -83,18 +85,22 @@ def build_command_notice_text(cmd: BackgroundCommand) -> str:
     head = f"[Background command {cmd.id[:8]} {cmd.status}"
     if cmd.exit_code is not None and cmd.status != LOST:
         head += f", exit code {cmd.exit_code}"
-    head += f", {duration:.1f} s] `{cmd.command}`"
+    head += f", {duration:.1f} s] `{neutralised(cmd.command)}`"
     if cmd.error:
         head += f"\n{cmd.error}"
     tail = (cmd.output_tail or "")[-NOTICE_OUTPUT_CHARS:]
-    return f"{head}\nOutput (tail):\n{tail}" if tail.strip() else f"{head}\n(no output)"
+    if not tail.strip():
+        return f"{head}\n(no output)"
+    output = fenced(f"output of background command {cmd.id[:8]}", f"Output (tail):\n{tail}")
+    return f"{head}\n{output}"
 
 
 class BackgroundCommandManager:
     def __init__(self, db: Database, router: MessageRouter, *, sandbox: Sandbox, logs_dir: Path, tail_chars: int,
                  spawn: Callable[..., Any], log_max_bytes: int = 1024 * 1024, log_retention_s: float = 7 * 86400,
-                 owner: str | None = None, peers: PeerSignals | None = None):
+                 owner: str | None = None, peers: PeerSignals | None = None, caps: WorkCaps | None = None):
         self._db = db
+        self._caps = caps  # None: no cap (the server always passes the configured ones)
         self._sandbox = sandbox
         self._log_max_bytes = log_max_bytes
         self._log_retention_s = log_retention_s
@@ -112,14 +118,18 @@ class BackgroundCommandManager:
 
     # -- starting --------------------------------------------------------
     def start(self, conversation_id: str, agent_id: str, command: str, cwd: Path, timeout_s: float) -> str:
-        """Record the command as running and start it; returns its id at once."""
+        """Record the command as running and start it; returns its id at once. CapReached (nothing started)
+        when the conversation or its user already runs as many as the caps allow."""
         self.prune_logs()
         start = CommandStart(new_id(), command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
-        command_store.insert_running(self._db, BackgroundCommand(
-            id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
-            status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),
-        ))
+        with START_LOCK:
+            if self._caps is not None:
+                check_commands(self._db, self._caps, conversation_id)
+            command_store.insert_running(self._db, BackgroundCommand(
+                id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
+                status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),
+            ))
         with self._lock:
             self._cancel[start.command_id] = threading.Event()
         self._spawn(self._run, start, log_path)
@@ -133,7 +143,8 @@ class BackgroundCommandManager:
                 tail_chars=self._tail_chars, log_max_bytes=self._log_max_bytes, should_stop=cancel.is_set,
                 on_start=lambda pid: self._record_pid(start.command_id, pid),
             )
-            error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else None
+            error = f"timed out after {start.timeout_s:g} s" if outcome.timed_out else \
+                (f"stopped: {outcome.disk_error}" if outcome.disk_error else None)
             finish = Finish(start.command_id, _status_of(outcome, cancel.is_set()), outcome.exit_code,
                             outcome.output, outcome.truncated, error, now())
         except Exception as exc:

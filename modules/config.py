@@ -133,6 +133,19 @@ class Settings:
     command_log_retention_days: float = 7.0
     demo_chunk_delay_s: float = 0.02
     upload_max_mb: float = 10.0
+    client_header_timeout_s: float = 10.0
+    client_idle_timeout_s: float = 30.0
+    client_body_timeout_s: float = 60.0
+    client_max_connections: int = 128
+    max_commands_per_conversation: int = 32
+    max_commands_per_user: int = 64
+    max_sub_agents_per_conversation: int = 16
+    max_sub_agents_per_user: int = 64
+    rate_limit_sends_per_min: int = 120
+    workspace_max_mb: int = 2048
+    data_disk_reserve_mb: int = 256
+    rate_limit_conversations_per_min: int = 60
+    rate_limit_socket_events_per_min: int = 1200
     frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
     agent_profiles_path: Path | None = None
     routing_signals_path: Path | None = None
@@ -208,6 +221,23 @@ class Settings:
             command_log_retention_days=_float(env, "COMMAND_LOG_RETENTION_DAYS", base.command_log_retention_days),
             demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
             upload_max_mb=_float(env, "UPLOAD_MAX_MB", base.upload_max_mb),
+            client_header_timeout_s=_float(env, "CLIENT_HEADER_TIMEOUT_S", base.client_header_timeout_s),
+            client_idle_timeout_s=_float(env, "CLIENT_IDLE_TIMEOUT_S", base.client_idle_timeout_s),
+            client_body_timeout_s=_float(env, "CLIENT_BODY_TIMEOUT_S", base.client_body_timeout_s),
+            client_max_connections=_int(env, "CLIENT_MAX_CONNECTIONS", base.client_max_connections),
+            max_commands_per_conversation=_int(env, "MAX_COMMANDS_PER_CONVERSATION",
+                                               base.max_commands_per_conversation),
+            max_commands_per_user=_int(env, "MAX_COMMANDS_PER_USER", base.max_commands_per_user),
+            max_sub_agents_per_conversation=_int(env, "MAX_SUB_AGENTS_PER_CONVERSATION",
+                                                 base.max_sub_agents_per_conversation),
+            max_sub_agents_per_user=_int(env, "MAX_SUB_AGENTS_PER_USER", base.max_sub_agents_per_user),
+            rate_limit_sends_per_min=_int(env, "RATE_LIMIT_SENDS_PER_MIN", base.rate_limit_sends_per_min),
+            workspace_max_mb=_int(env, "WORKSPACE_MAX_MB", base.workspace_max_mb),
+            data_disk_reserve_mb=_int(env, "DATA_DISK_RESERVE_MB", base.data_disk_reserve_mb),
+            rate_limit_conversations_per_min=_int(env, "RATE_LIMIT_CONVERSATIONS_PER_MIN",
+                                                  base.rate_limit_conversations_per_min),
+            rate_limit_socket_events_per_min=_int(env, "RATE_LIMIT_SOCKET_EVENTS_PER_MIN",
+                                                  base.rate_limit_socket_events_per_min),
             frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
             agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
             routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,

@@ -40,6 +40,7 @@ from server.chat_service import ChatService
 from server.errors import register_error_handlers
 from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
+from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
 from server.socket_handlers import register_socket_handlers
 from server.socket_packets import TolerantPacket
@@ -111,6 +112,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
         guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
         app.wsgi_app = guarded  # type: ignore[method-assign]
+    app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
     chat.inbox.resume()
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
     return app, socketio

@@ -22,6 +22,7 @@ from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
 from modules.storage.models import Conversation
+from server import rate_limits
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
@@ -70,8 +71,11 @@ class ChatService:
 
         A repeated `client_message_id` returns the first answer and stores nothing twice.
         `on_conversation` hears the conversation id before delivery (a socket joins its
-        room then, so it misses no event).
+        room then, so it misses no event). Past the user's rate limits: 429 `rate_limited`, nothing stored.
         """
+        rate_limits.check(self._rt.rate_limiter, self._rt.settings, rate_limits.SENDS, user_id)
+        if req.conversation_id is None:
+            rate_limits.check(self._rt.rate_limiter, self._rt.settings, rate_limits.CONVERSATIONS, user_id)
         if req.client_message_id:
             previous = client_requests.reserve(self._rt.db, user_id, req.client_message_id)
             stored = self._rt.router.stored(_message_id(user_id, req.client_message_id)) \

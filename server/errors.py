@@ -12,15 +12,20 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None):
+    def __init__(self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None,
+                 retry_after_s: int | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details: dict[str, Any] = details or {}  # more fields of the body (`budget_exceeded`: `resets_at`)
+        self.retry_after_s = retry_after_s  # sent as `Retry-After` (and `retry_after_s` in the body)
 
     def body(self) -> dict[str, Any]:
-        return {"success": False, "error": self.message, "code": self.code, **self.details}
+        body: dict[str, Any] = {"success": False, "error": self.message, "code": self.code, **self.details}
+        if self.retry_after_s is not None:
+            body["retry_after_s"] = self.retry_after_s
+        return body
 
 
 def not_found(what: str = "resource") -> ApiError:
@@ -35,8 +40,9 @@ _HTTP_CODES = {
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
-    def _api_error(err: ApiError) -> tuple[Response, int]:
-        return jsonify(err.body()), err.status
+    def _api_error(err: ApiError) -> tuple[Response, int, dict[str, str]]:
+        headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
+        return jsonify(err.body()), err.status, headers
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException) -> tuple[Response, int]:

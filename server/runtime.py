@@ -23,6 +23,7 @@ from modules.multi_agent.pipeline import INTENT, REWRITER
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
+from modules.rate_limit import RateLimiter
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.pending_messages import queued_total
@@ -35,6 +36,7 @@ from modules.usage.budgets import Budgets, budgets_from
 from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import load_prices
+from modules.work_caps import WorkCaps
 from server.cluster import Membership
 from server.metrics import Metrics
 from server.sender import Transport
@@ -51,6 +53,7 @@ class Runtime:
         self.sandbox, self.transport, self.spawn, self.signals = sandbox, transport, spawn, signals
         self.membership = Membership(db, poll_s=settings.peer_poll_s)
         self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
+        self.rate_limiter = RateLimiter(settings.redis_url)
         # One per process: the events and sends of every task share its transactions.
         self.writer = GroupCommit(db)
         # Every model request is metered here, in one place; its ledger rows ride the group commit.
@@ -72,7 +75,11 @@ class Runtime:
                                              stages=(REWRITER, INTENT, ROUTER))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
-        self.sub_agents = SubAgentManager(db, profiles)
+        caps = WorkCaps(commands_per_conversation=settings.max_commands_per_conversation,
+                        commands_per_user=settings.max_commands_per_user,
+                        sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
+                        sub_agents_per_user=settings.max_sub_agents_per_user)
+        self.sub_agents = SubAgentManager(db, profiles, caps)
         # The turn manager reads the router, the commands and the agent services only once turns run; the
         # router is built with the manager's methods, so it is complete from its first message.
         self.tasks = TurnManager(self)
@@ -85,7 +92,7 @@ class Runtime:
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,
             log_retention_s=settings.command_log_retention_days * 86400, owner=self.membership.process_id,
-            peers=self.peers)
+            peers=self.peers, caps=caps)
         self.services = AgentServices(
             db=db, settings=settings, router=self.router, states=self.agent_states, sub_agents=self.sub_agents,
             commands=self.commands, profiles=profiles, user_questions=self.user_questions,

@@ -14,7 +14,7 @@ from flask_socketio import SocketIO, join_room
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.storage import agents as agent_store
-from server import work_control
+from server import rate_limits, work_control
 from server.api.context import owned_conversation
 from server.api.request_models import SendMessageBody, validation_context
 from server.api.validation import validated
@@ -63,6 +63,9 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
                     raise ApiError(400, "invalid_json", f"expected one JSON object argument, got {len(args)}")
                 if not rt.db.health.available:
                     return {**unavailable_body(), "status": 503}
+                uid = users.get(_sid())
+                if uid is not None:
+                    rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.SOCKET_EVENTS, uid)
                 data = args[0] if args else None
                 return fn(data if data is not None else {})
             except ApiError as err:

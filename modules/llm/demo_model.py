@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from modules.notice_fence import unfenced
+
 from .types import ModelReply, ToolCall, ignore_text, never_stop
 
 _MAX_OUTPUT_CHARS = 1500  # keep the streamed summary short whatever the command printed
@@ -182,6 +184,7 @@ def _mechanism(said: str, system: str, tools: set[str], n: int) -> tuple[str, li
 
 def _notice_report(said: str) -> str | None:
     """What the master says of one completion notice; None if `said` is no notice."""
+    said = unfenced(said)
     if match := _SUB_AGENT_NOTICE.match(said):
         report = said.partition("Result:\n")[2].strip() or "(no report)"
         return f"{match.group(1)} reported back ({match.group(2)}):\n\n{report}"

@@ -16,11 +16,13 @@ from sqlalchemy.exc import IntegrityError
 from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
+from modules.notice_fence import fenced
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.models import Agent
 from modules.storage.records import new_id, now
+from modules.work_caps import START_LOCK, CapReached, WorkCaps, check_sub_agents
 
 SUMMARY_CHARS = 3_000
 
@@ -47,22 +49,35 @@ def _build_sub_agent_notice_text(display_name: str, result: TurnResult) -> str:
     head = f"[Sub-agent {display_name} {result.status} in {result.duration_s:.1f} s]"
     if result.error:
         head += f" Error: {result.error}"
-    return f"{head}\nResult:\n{summary}"
+    report = fenced(f"result of sub-agent {display_name}", f"Result:\n{summary}")
+    return f"{head}\n{report}"
 
 
 class SubAgentManager:
-    def __init__(self, db: Database, profiles: dict[str, AgentProfile]):
+    def __init__(self, db: Database, profiles: dict[str, AgentProfile], caps: WorkCaps | None = None):
         self._db = db
         self._profiles = profiles
+        self._caps = caps  # None: no cap (the server always passes the configured ones)
 
     def roles(self) -> list[str]:
         return [p.name for p in self._profiles.values() if p.kind == SUB_AGENT_KIND]
 
     def create_sub_agent(self, parent: Agent, role: str, task: str) -> Agent:
-        """A new idle sub-agent named `{role}_{n}`, numbered in the order of the calls."""
+        """A new idle sub-agent named `{role}_{n}`, numbered in the order of the calls; SubAgentError when the
+        role is unknown or the caps on active sub-agents are reached (modules/work_caps.py)."""
         profile = self._profiles.get(role)
         if profile is None or profile.kind != SUB_AGENT_KIND:
             raise SubAgentError(f"unknown role {role!r}; available roles: {', '.join(self.roles()) or 'none'}")
+        if self._caps is None:
+            return self._insert(parent, role, task)
+        with START_LOCK:
+            try:
+                check_sub_agents(self._db, self._caps, parent.conversation_id)
+            except CapReached as exc:
+                raise SubAgentError(str(exc)) from None
+            return self._insert(parent, role, task)
+
+    def _insert(self, parent: Agent, role: str, task: str) -> Agent:
         for _ in range(5):
             count = agent_store.count_with_role(self._db, parent.conversation_id, role)
             ts = now()

@@ -14,6 +14,7 @@ from modules.storage import commands as command_store
 from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
 from modules.tools.live_output import LiveOutput
 from modules.tools.shell import read_tail, run_shell
+from modules.work_caps import CapReached
 
 MAX_COMMAND_CHARS = 10_000
 
@@ -71,9 +72,15 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         timeout_s = parse_timeout(args.timeout, ctx.settings.command_timeout_s)
     except ValueError as exc:
         return {"success": False, "error": str(exc)}
+    disk = ctx.sandbox.disk_problem(ctx.workspace)
+    if disk:
+        return {"success": False, "error": disk}
     if args.run_in_background:
         svc = ctx.require_services()
-        command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, command, ctx.workspace, timeout_s)
+        try:
+            command_id = svc.commands.start(ctx.conversation_id, ctx.agent_id, command, ctx.workspace, timeout_s)
+        except CapReached as exc:
+            return {"success": False, "error": str(exc)}
         return {"success": True, "command_id": command_id, "status": command_store.RUNNING, "command": command,
                 "note": "Runs in the background. You will receive a notice with its exit code and output when "
                         "it finishes; do not claim it is done before that notice arrives."}
@@ -88,7 +95,8 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
     finally:
         log_path.unlink(missing_ok=True)
     result: dict[str, Any] = {
-        "success": outcome.exit_code == 0 and not outcome.timed_out and not outcome.stopped,
+        "success": (outcome.exit_code == 0 and not outcome.timed_out and not outcome.stopped
+                    and not outcome.disk_error),
         "command": command,
         "exit_code": outcome.exit_code,
         "output": outcome.output,
@@ -99,6 +107,8 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
         result["error"] = f"timed out after {timeout_s:g} s; every process of the command was killed"
     elif outcome.stopped:
         result["error"] = "stopped by the user"
+    elif outcome.disk_error:
+        result["error"] = f"stopped: {outcome.disk_error}"
     return result
 
 

@@ -30,12 +30,17 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from modules.config import Settings
+from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
+from modules.tools.disk_guard import DiskGuard
+from modules.tools.sandbox_etc import build_etc
+from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +49,10 @@ SANDBOX_UID = 1000  # the user inside a sandbox that an unprivileged server buil
 FIRST_UID, UID_COUNT = 200_000, 100_000  # a root server's per-conversation users (no passwd entries)
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSED_ENV = ("LANG", "LC_ALL", "TZ")
-# The parts of /etc that programs need; the rest (service configs, credentials) stays out of sight.
-ETC_ALLOW = (
-    "alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version", "environment",
-    "gai.conf", "group", "host.conf", "hostname", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-    "locale.alias", "locale.conf", "localtime", "magic", "mime.types", "nsswitch.conf", "os-release", "passwd",
-    "profile", "protocols", "python3", "python3.11", "python3.12", "python3.13", "resolv.conf", "services",
-    "ssl/certs", "ssl/openssl.cnf", "terminfo", "timezone", "gitconfig", "vim", "wgetrc",
-)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE_TIMEOUT_S = 10.0
 NETWORK_READY_TIMEOUT_S = 5.0
+LINK_LOCAL = "169.254.0.0/16"  # where clouds answer metadata requests (169.254.169.254)
 
 
 @dataclass(frozen=True)
@@ -79,8 +77,12 @@ class Launched:
     proc: subprocess.Popen[bytes]
     helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)  # ours to close once the command ends
+    cgroup: CommandCgroup | None = None  # the command's own, removed once it ended
 
     def release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         for fd in self.fds:
             os.close(fd)
         self.fds.clear()
@@ -90,33 +92,6 @@ class Launched:
             except subprocess.TimeoutExpired:
                 helper.kill()
                 helper.wait()
-
-
-def build_etc(root: Path, *, network: bool) -> Path:
-    """A copy of the allowed parts of /etc, made once per server process: one bind mount per command
-    instead of one per file (each mount costs a command about a quarter of a millisecond)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob("etc-*"):
-        pid = stale.name.removeprefix("etc-")
-        if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    etc = root / f"etc-{os.getpid()}"
-    shutil.rmtree(etc, ignore_errors=True)
-    etc.mkdir(mode=0o755)
-    for name in ETC_ALLOW:
-        source, target = Path("/etc") / name, etc / name
-        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        if source.is_dir() and not source.is_symlink():
-            shutil.copytree(source, target, symlinks=True)
-        elif source.exists() or source.is_symlink():
-            shutil.copy2(source, target, follow_symlinks=False)
-    if network:  # slirp4netns answers DNS at 10.0.2.3
-        (etc / "resolv.conf").unlink(missing_ok=True)
-        (etc / "resolv.conf").write_text("nameserver 10.0.2.3\n")
-    for path in [etc, *etc.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
-    return etc
 
 
 def _system_binds() -> list[str]:
@@ -145,11 +120,13 @@ def command_env() -> dict[str, str]:
 
 class Sandbox:
     def __init__(self, *, mode: str = "auto", network: bool = False, limits: CommandLimits | None = None,
-                 auth_required: bool = False, state_dir: Path | None = None):
+                 auth_required: bool = False, state_dir: Path | None = None, cgroups: bool = True,
+                 disk: DiskGuard | None = None):
         self.mode = mode
         self.network = network
         self.limits = limits or CommandLimits()
         self.auth_required = auth_required
+        self.disk = disk  # the workspace quota and the data disk's reserve; None: neither
         self._state_dir = state_dir
         self._etc: Path | None = None
         self._bwrap = shutil.which("bwrap")
@@ -157,6 +134,11 @@ class Sandbox:
         self._slirp = shutil.which("slirp4netns")
         self._privileged = os.geteuid() == 0
         self.problem: str | None = "it was not probed"  # why the sandbox cannot be built here
+        self._seccomp: Path | None = None  # the filter's BPF program, loaded into every sandbox
+        self.seccomp_problem: str | None = None
+        self._disable_userns = False
+        # cgroups=False: per-process rlimits only (bench/sandbox.py's bare baseline)
+        self.cgroups = CommandCgroups(self.limits.memory_mb, self.limits.max_processes, enabled=cgroups)
         self._probed = False
         self.probe_ms: float | None = None
         # Told how each command ended and how long it ran (`ok`/`failed`/`timeout`/`stopped`, seconds).
@@ -175,6 +157,11 @@ class Sandbox:
         else:
             state_dir = self._state_dir or Path(tempfile.mkdtemp(prefix="sandbox-"))
             self._etc = build_etc(state_dir, network=self.network)
+            try:
+                self._seccomp = build_filter(self._etc.parent / f"seccomp-{os.getpid()}.bpf")
+            except (SeccompUnavailable, OSError) as exc:
+                self.seccomp_problem = str(exc)
+            self._disable_userns = not self._privileged and _bwrap_supports(self._bwrap, "--disable-userns")
             with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
                 workspace = Path(tmp)
                 self.prepare_workspace(workspace)
@@ -195,6 +182,10 @@ class Sandbox:
         """Commands run inside bubblewrap."""
         return self.mode != "off" and self.problem is None
 
+    def disk_problem(self, workspace: Path) -> str | None:
+        """Why no command may start in `workspace` now (its quota, the data disk's reserve), or None."""
+        return self.disk.problem(workspace) if self.disk is not None else None
+
     def refusal(self) -> str | None:
         """Why no command may run at all, or None. Unsandboxed commands are only for a server whose
         operator chose so: `SANDBOX=off`, or a single-user loopback server in `auto` mode."""
@@ -207,15 +198,30 @@ class Sandbox:
 
     def status_line(self) -> str:
         if self.active:
-            net = "network on (host loopback unreachable)" if self.network else "no network"
-            return (f"command sandbox: bubblewrap, {net}, {self.limits.memory_mb} MB memory, "
-                    f"{self.limits.max_processes} processes per command (probe {self.probe_ms or 0:.0f} ms)")
+            net = "network on (host loopback and 169.254.0.0/16 unreachable)" if self.network else "no network"
+            seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
+            return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory and "
+                    f"{self.limits.max_processes} processes per command, {self.limit_mode()} "
+                    f"(probe {self.probe_ms or 0:.0f} ms)")
         if self.mode == "off":
             return "command sandbox: OFF (SANDBOX=off): agents' commands run with this server's authority"
         if self.refusal():
             return f"command sandbox: UNAVAILABLE ({self.problem}); commands are refused (set SANDBOX=off to allow)"
         return (f"command sandbox: UNAVAILABLE ({self.problem}); commands run UNSANDBOXED with this server's "
                 "authority (single-user loopback server)")
+
+    def _block_link_local(self, child_pid: int) -> None:
+        done = subprocess.run(_link_local_block(child_pid, self._privileged), capture_output=True,
+                              timeout=NETWORK_READY_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"could not cut the sandbox off from {LINK_LOCAL}: "
+                               f"{done.stderr.decode(errors='replace').strip()[:200]}")
+
+    def limit_mode(self) -> str:
+        """How memory and processes are bounded: for the whole command (a cgroup), or per process only."""
+        if self.cgroups.mode:
+            return f"for the whole command by {self.cgroups.mode}"
+        return f"per process by rlimits only ({self.cgroups.problem})"
 
     # -- running --------------------------------------------------------------
     def prepare_workspace(self, workspace: Path) -> None:
@@ -241,6 +247,8 @@ class Sandbox:
                 "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE, *extra]
         if not self.network:
             argv.insert(1, "--unshare-net")
+        if self._disable_userns:
+            argv.insert(1, "--disable-userns")
         return argv
 
     def _outer(self) -> list[str]:
@@ -258,17 +266,40 @@ class Sandbox:
 
     def spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes],
               stderr: int | IO[bytes] = subprocess.STDOUT) -> Launched:
-        """Start `command` under /bin/sh, in its own session (so the whole group can be killed)."""
+        """Start `command` under /bin/sh, in its own session (so the whole group can be killed), in a cgroup
+        of its own where the server may create one."""
+        cgroup = self.cgroups.create(uuid.uuid4().hex) if self.cgroups.mode else None
+        try:
+            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr,
+                                   wrap=cgroup.join_argv if cgroup else lambda argv: argv)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        launched.cgroup = cgroup
+        return launched
+
+    def _spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes], stderr: int | IO[bytes],
+               wrap: Callable[[list[str]], list[str]]) -> Launched:
         inner = self._inner(command, workspace)
         popen: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:
-            return Launched(subprocess.Popen([*self._outer(), *inner], cwd=workspace, **popen))
-        if not self.network:
-            return Launched(subprocess.Popen([*self._bwrap_argv(workspace, []), *inner], **popen))
-        return self._spawn_networked(inner, workspace, popen)
+            return Launched(subprocess.Popen(wrap([*self._outer(), *inner]), cwd=workspace, **popen))
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
+        seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        try:
+            if not self.network:
+                return Launched(subprocess.Popen(wrap([*self._bwrap_argv(workspace, seccomp), *inner]),
+                                                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else (), **popen))
+            return self._spawn_networked(wrap, inner, workspace, popen, seccomp, seccomp_fd)
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
-    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict[str, Any]) -> Launched:
+    def _spawn_networked(self, wrap: Callable[[list[str]], list[str]], inner: list[str], workspace: Path,
+                         popen: dict[str, Any], seccomp: list[str],
+                         seccomp_fd: int | None) -> Launched:
         """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
         (where the database, Redis and this server listen). slirp4netns may only configure the namespace
         once bwrap has finished setting it up, so the command's first act is to say so on its standard
@@ -279,8 +310,9 @@ class Sandbox:
         gate = ["/bin/sh", "-c", 'printf x >&0; read -r _; exec </dev/null; exec "$@"', "sh", *inner]
         try:
             proc = subprocess.Popen(
-                [*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w)]), *gate],
-                pass_fds=(info_w,), **{**popen, "stdin": theirs.fileno()})
+                wrap([*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w), *seccomp]), *gate]),
+                pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
+                **{**popen, "stdin": theirs.fileno()})
         finally:
             os.close(info_w)
             theirs.close()
@@ -304,6 +336,7 @@ class Sandbox:
             os.close(ready_r)
             if not ready:
                 raise RuntimeError("the sandbox's network did not come up")
+            self._block_link_local(child_pid)
             os.write(ours.fileno(), b"go\n")
         except BaseException:
             kill_group(proc.pid)
@@ -314,6 +347,22 @@ class Sandbox:
             os.close(info_r)
             ours.close()
         return launched
+
+
+def _link_local_block(child_pid: int, privileged: bool) -> list[str]:
+    """The command that makes link-local addresses (169.254.169.254, the cloud metadata service) unreachable
+    in the sandbox's network namespace: entered from outside, so the sandbox needs no capability for it."""
+    enter = ["nsenter", "-t", str(child_pid), "-n"] if privileged else \
+        ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
+    return [*enter, "ip", "route", "add", "unreachable", LINK_LOCAL]
+
+
+def _bwrap_supports(bwrap: str | None, option: str) -> bool:
+    try:
+        out = subprocess.run([bwrap or "bwrap", "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in out.stdout + out.stderr
 
 
 def kill_group(pid: int) -> None:
@@ -347,5 +396,6 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """The server's sandbox, probed once at start."""
     limits = CommandLimits(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
                            file_mb=settings.command_file_mb)
+    disk = DiskGuard(settings.data_dir, settings.data_disk_reserve_mb * 2**20, settings.workspace_max_mb * 2**20)
     return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=limits,
-                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox").probe()
+                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox", disk=disk).probe()

@@ -35,6 +35,7 @@ class CommandOutcome:
     timed_out: bool
     stopped: bool
     duration_s: float
+    disk_error: str | None = None  # stopped for the workspace quota or the data disk's reserve
 
     @property
     def ended_as(self) -> str:
@@ -75,6 +76,8 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     read_fd, write_fd = os.pipe()
     launched: Launched | None = None
     timed_out = stopped = False
+    disk_error: str | None = None
+    disk_check = sandbox.disk.watch(cwd) if sandbox.disk is not None else (lambda: None)
     try:
         try:
             launched = sandbox.spawn(command, cwd, stdout=write_fd)
@@ -95,7 +98,9 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
                 timed_out = True
             elif should_stop():
                 stopped = True
-            if timed_out or stopped:
+            else:
+                disk_error = disk_check()
+            if timed_out or stopped or disk_error:
                 kill_group(proc.pid)
                 proc.wait()
                 break
@@ -117,7 +122,7 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     output, truncated = read_tail(log_path, tail_chars)
     outcome = CommandOutcome(
         exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,
-        stopped=stopped, duration_s=round(time.monotonic() - started, 3),
+        stopped=stopped, duration_s=round(time.monotonic() - started, 3), disk_error=disk_error,
     )
     for watch in sandbox.watchers:  # the operator's metrics (server/metrics.py)
         watch(outcome.ended_as, outcome.duration_s)

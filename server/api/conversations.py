@@ -9,6 +9,7 @@ from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import summaries as summary_store
+from server import rate_limits
 from server.api import response_models as out
 from server.api.context import conversation_agent, owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -19,10 +20,11 @@ bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
 
 @bp.post("")
-@endpoint({201: out.ConversationDetail}, errors=(400,), body=CreateConversationBody, body_required=False)
+@endpoint({201: out.ConversationDetail}, errors=(400, 429), body=CreateConversationBody, body_required=False)
 def create_conversation(body: CreateConversationBody, user_id: int) -> tuple[out.ConversationDetail, int]:
-    """Create a conversation with its master agent."""
+    """Create a conversation with its master agent (past RATE_LIMIT_CONVERSATIONS_PER_MIN: 429 `rate_limited`)."""
     rt = runtime()
+    rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.CONVERSATIONS, user_id)
     conv, master = conversation_store.create_conversation(rt.db, user_id, body.title.strip() or DEFAULT_TITLE,
                                                           rt.master.name)
     return conversation_detail(conv, [agent_out(master)]), 201

@@ -19,6 +19,7 @@ MAX_OFFSET = 2**31 - 1
 # Strings that can be stored, each with its length bounds (in the schema), checked before storability.
 IdText = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(check_storable)]
 ClientMessageId = Annotated[str, StringConstraints(min_length=1, max_length=128), AfterValidator(check_storable)]
+CursorText = Annotated[str, StringConstraints(min_length=1, max_length=1024), AfterValidator(check_storable)]
 TitleText = Annotated[str, StringConstraints(min_length=0, max_length=MAX_TITLE_CHARS), AfterValidator(check_storable)]
 
 
@@ -103,3 +104,9 @@ class UsageQuery(RequestModel):
     start: date | None = Field(None, alias="from", description="first UTC day, `YYYY-MM-DD` (default: 29 days "
                                                                "before `to`)")
     end: date | None = Field(None, alias="to", description="last UTC day, `YYYY-MM-DD` (default: today)")
+class FileListQuery(RequestModel):
+    """`GET /api/conversations/<id>/files`: one page of the workspace's files."""
+
+    limit: int = Field(200, ge=1, le=1000, description="names per page, 1 to 1,000")
+    cursor: CursorText | None = Field(
+        None, description="the `next_cursor` of the page before: names after it")

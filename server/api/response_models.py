@@ -17,6 +17,8 @@ class ErrorBody(ResponseModel):
     success: Literal[False] = False
     error: str = Field(description="what went wrong, for people")
     code: str = Field(description="what went wrong, for programs (API.md lists the codes)")
+    retry_after_s: int | None = Field(None, description="429 `rate_limited`: seconds until it may be sent again "
+                                                        "(also the `Retry-After` header)")
 
 
 class BudgetState(ResponseModel):
@@ -27,10 +29,12 @@ class BudgetState(ResponseModel):
 
 
 class BudgetExceededBody(ErrorBody):
-    """429 `budget_exceeded`: the caller used up a budget (BUDGET_*); nothing was stored."""
+    """429: `budget_exceeded` (the caller used up a budget, BUDGET_*: with `resets_at` and `budget`) or
+    `rate_limited` (RATE_LIMIT_*: with `retry_after_s`); nothing was stored."""
 
-    resets_at: float = Field(description="epoch seconds (UTC) when the budget's day or month starts again")
-    budget: BudgetState
+    resets_at: float | None = Field(None, description="`budget_exceeded`: epoch seconds (UTC) when the budget's "
+                                                       "day or month starts again")
+    budget: BudgetState | None = None
 
 
 class Conversation(ResponseModel):
@@ -219,7 +223,8 @@ class WorkspaceFile(ResponseModel):
 
 class WorkspaceFileList(ResponseModel):
     success: Literal[True] = True
-    data: list[WorkspaceFile] = Field(description="by name")
+    data: list[WorkspaceFile] = Field(description="by name (code point order)")
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
 
 
 class QueuedMessage(ResponseModel):

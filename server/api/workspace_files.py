@@ -2,12 +2,16 @@
 the folder its agents' commands see as `/workspace` (README, "Command sandbox").
 
 Only regular files at the top of the folder are listed and served, never through a symbolic link (a
-command may leave one pointing anywhere on the host). An upload is written beside the workspace first
+command may leave one pointing anywhere on the host). A command may also swap a named pipe in under a
+name between any check and the open: a download opens without following links and without blocking
+(`O_NONBLOCK`), then serves the file only when the opened file itself is regular, so nothing here ever
+waits in the kernel on the event loop every client shares. An upload is written beside the workspace first
 and renamed into place, so a command never reads half a file and a failed upload leaves nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import mimetypes
 import os
 import stat
@@ -21,14 +25,16 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
+from server.api.file_names import checked_name
+from server.api.request_models import FileListQuery
 from server.api.serializers import iso
+from server.api.workspace_listing import list_page
 from server.errors import ApiError, not_found
 
 bp = Blueprint("workspace_files", __name__, url_prefix="/api/conversations")
 
 # Room for the multipart envelope (boundaries, part headers) around a file of the largest allowed size.
 MULTIPART_SLACK = 64 * 1024
-MAX_NAME_BYTES = 255
 COPY_CHUNK = 64 * 1024
 
 
@@ -36,37 +42,31 @@ def _too_large(limit: int) -> ApiError:
     return ApiError(413, "file_too_large", f"the file is larger than UPLOAD_MAX_MB ({limit / 2**20:g} MiB)")
 
 
-def checked_name(name: str | None) -> str:
-    """The name as stored, or 400 `invalid_filename`: one path component, no `..`, no NUL or control
-    characters, at most 255 bytes."""
-    if (not name or name != name.strip() or "/" in name or "\\" in name or ".." in name or name == "."
-            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
-        raise ApiError(400, "invalid_filename", "the file name must be one path component without `/`, `..`, "
-                                                "NUL or control characters")
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ApiError(400, "invalid_filename", "the file name is not valid Unicode") from None
-    if size > MAX_NAME_BYTES:
-        raise ApiError(400, "invalid_filename", f"the file name is longer than {MAX_NAME_BYTES} bytes")
-    return name
-
-
 def _file_out(name: str, st: os.stat_result) -> out.WorkspaceFile:
     return out.WorkspaceFile(name=name, size=st.st_size, modified=iso(st.st_mtime))
 
 
-def _regular(path: Path) -> os.stat_result | None:
-    """The file's own status when it is a regular file (not a link, a folder or a device), else None."""
+def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
+    """An open descriptor of `path` and its status when the file opened is regular, else None. Opening a
+    named pipe for reading would wait for a writer: O_NONBLOCK returns at once, and fstat tells."""
     try:
-        st = path.lstat()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError:
         return None
-    return st if stat.S_ISREG(st.st_mode) else None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def _name_is_folder(name: str) -> ApiError:
+    return ApiError(409, "name_is_folder", f"`{name}` is a folder in the workspace; upload under another name")
 
 
 def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.stat_result:
-    """Copy the upload to `staging`, then rename it to `target`; 413 (and nothing kept) past `limit` bytes."""
+    """Copy the upload to `staging`, then rename it to `target`; 413 (and nothing kept) past `limit` bytes,
+    409 `name_is_folder` (and nothing kept) when a folder holds the name."""
     staging.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     try:
@@ -76,20 +76,30 @@ def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.sta
                 if written > limit:
                     raise _too_large(limit)
                 sink.write(chunk)
+            sink.flush()
+            st = os.fstat(sink.fileno())
         os.chmod(staging, 0o644)
-        os.replace(staging, target)
+        try:
+            os.replace(staging, target)
+        except (IsADirectoryError, NotADirectoryError):
+            raise _name_is_folder(target.name) from None
+        except OSError as exc:
+            if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                raise _name_is_folder(target.name) from None
+            raise
     finally:
         staging.unlink(missing_ok=True)
-    return target.lstat()
+    return st
 
 
 @bp.post("/<conversation_id>/files")
-@endpoint({201: out.WorkspaceFile}, errors=(400, 404, 413), upload="file")
+@endpoint({201: out.WorkspaceFile}, errors=(400, 404, 409, 413, 507), upload="file")
 def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, int]:
     """Upload a file into the conversation's workspace (multipart field `file`).
 
-    Larger than UPLOAD_MAX_MB answers 413 `file_too_large`; a name with `/`, `..` or NUL answers 400
-    `invalid_filename`. A file of the same name is replaced."""
+    Larger than UPLOAD_MAX_MB answers 413 `file_too_large`; a name with `/`, `..`, NUL, control or bidi
+    characters answers 400 `invalid_filename` (names are stored in NFC); a name a folder holds answers 409
+    `name_is_folder`. A file of the same name is replaced."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
     limit = int(rt.settings.upload_max_mb * 2**20)
@@ -103,6 +113,9 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
     if upload is None:
         raise ApiError(400, "missing_file", "send the file as the multipart form field `file`")
     name = checked_name(upload.filename)
+    low = rt.sandbox.disk.low_space() if rt.sandbox.disk is not None else None
+    if low:
+        raise ApiError(507, "insufficient_storage", low)
     workspace = rt.workspace(conv.id)
     staging = rt.settings.data_dir / "uploads.tmp" / f"{uuid.uuid4().hex}.part"
     st = _store(upload.stream, workspace / name, staging, limit)
@@ -110,18 +123,17 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
 
 
 @bp.get("/<conversation_id>/files")
-@endpoint({200: out.WorkspaceFileList}, errors=(404,))
-def list_files(conversation_id: str, user_id: int) -> out.WorkspaceFileList:
-    """The regular files at the top of the conversation's workspace, by name."""
+@endpoint({200: out.WorkspaceFileList}, errors=(400, 404), query=FileListQuery)
+def list_files(conversation_id: str, user_id: int, query: FileListQuery) -> out.WorkspaceFileList:
+    """One page of the regular files at the top of the conversation's workspace, by name.
+
+    `limit` names at most, those after `cursor` (the `next_cursor` of the page before); `next_cursor` is
+    null on the last page."""
     conv = owned_conversation(conversation_id, user_id)
-    folder = runtime().settings.workspaces_dir / conv.id
-    found = []
-    if folder.is_dir():
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            st = _regular(Path(entry.path))
-            if st is not None:
-                found.append(_file_out(entry.name, st))
-    return out.WorkspaceFileList(data=found)
+    page = list_page(runtime().settings.workspaces_dir / conv.id, query.cursor, query.limit)
+    return out.WorkspaceFileList(
+        data=[out.WorkspaceFile(name=f.name, size=f.size, modified=iso(f.mtime)) for f in page.files],
+        next_cursor=page.next_cursor)
 
 
 @bp.get("/<conversation_id>/files/<name>")
@@ -130,16 +142,11 @@ def download_file(conversation_id: str, name: str, user_id: int) -> Response:
     """Download one file of the conversation's workspace (as an attachment)."""
     conv = owned_conversation(conversation_id, user_id)
     name = checked_name(name)
-    path = runtime().settings.workspaces_dir / conv.id / name
-    if _regular(path) is None:
+    opened = _open_regular(runtime().settings.workspaces_dir / conv.id / name)
+    if opened is None:
         raise not_found("file")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        raise not_found("file") from None
+    fd, st = opened
     handle = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        handle.close()
-        raise not_found("file")
     mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    return send_file(handle, mimetype=mimetype, as_attachment=True, download_name=name)
+    return send_file(handle, mimetype=mimetype, as_attachment=True, download_name=name,
+                     last_modified=st.st_mtime)

@@ -74,7 +74,17 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, llm_server, built_ui: Pa
 
 
 class PageErrors(list):
-    """Uncaught exceptions of the page: a test fails when the UI threw."""
+    """Uncaught exceptions of the page and breaches of its CSP: a test fails when the UI threw or broke it."""
+
+
+HOSTILE_MARKUP_REPORTS = ("Executing inline event handler", "Applying inline style")
+
+
+def _breaks_csp(text: str) -> bool:
+    """A breach of the server's Content-Security-Policy (docs/API.md, "Security headers") by the UI. Inline
+    handlers and styles in hostile Markdown that DOMPurify parses (in an inert document, before it strips
+    them) are reported by Chromium as it blocks them there: that is the policy holding, not the UI breaking it."""
+    return "Content Security Policy" in text and not text.startswith(HOSTILE_MARKUP_REPORTS)
 
 
 def _new_page(browser: Any, viewport: dict[str, int], errors: PageErrors) -> tuple[Any, Any]:
@@ -82,6 +92,7 @@ def _new_page(browser: Any, viewport: dict[str, int], errors: PageErrors) -> tup
     context.set_default_timeout(EXPECT_TIMEOUT_MS)
     page = context.new_page()
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: _breaks_csp(msg.text) and errors.append(msg.text))
     return context, page
 
 

@@ -13,7 +13,8 @@ IDLE = 1_100
 
 
 @pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < IDLE + 512, reason="file limit too low")
-def test_a_healthz_is_answered_while_more_than_1024_clients_hold_connections(server):
+def test_a_healthz_is_answered_while_more_than_1024_clients_hold_connections(make_server):
+    server = make_server(env={"CLIENT_MAX_CONNECTIONS": str(IDLE + 100)})  # all from one address
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < IDLE + 256:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, IDLE + 512), hard))

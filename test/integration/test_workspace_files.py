@@ -102,3 +102,29 @@ def test_an_upload_may_be_larger_than_max_request_bytes(make_server, llm):
     # other bodies keep their limit
     res = server.post("/api/conversations", {"title": "x" * 70_000})
     assert (res.status_code, res.json()["code"]) == (413, "payload_too_large")
+
+
+def test_an_upload_onto_a_folder_answers_409_and_names_are_nfc_without_bidi_or_control(files_server, llm):
+    server = files_server
+    cid = server.post("/api/conversations", {"title": "files"}).json()["conversation_id"]
+    workspace = server.data_dir / "workspaces" / cid
+    (workspace / "made-by-agent").mkdir(parents=True)
+    (workspace / "made-by-agent" / "keep.txt").write_text("kept")
+    res = _upload(server, cid, "made-by-agent", b"over a folder")
+    assert (res.status_code, res.json()["code"]) == (409, "name_is_folder"), res.text
+    assert (workspace / "made-by-agent" / "keep.txt").read_text() == "kept"
+    assert "Traceback" not in server.log_text()
+
+    for name in ("report\u202etxt.exe", "zero\u200bwidth.txt", "tab\tname.txt", "line\u2028sep.txt"):
+        res = _upload(server, cid, name, b"nope")
+        assert (res.status_code, res.json()["code"]) == (400, "invalid_filename"), name
+    decomposed = "cafe\u0301.txt"
+    res = _upload(server, cid, decomposed, b"nfc")
+    assert res.status_code == 201 and res.json()["name"] == "caf\u00e9.txt"
+    assert server.get(f"/api/conversations/{cid}/files/{decomposed}").content == b"nfc"
+    (workspace / "other\u0301.txt").write_bytes(b"made by a command, not NFC")
+    (workspace / "evil\u202egnp.exe").write_bytes(b"made by a command, bidi")
+    listed = [f["name"] for f in server.get(f"/api/conversations/{cid}/files").json()["data"]]
+    assert listed == ["caf\u00e9.txt"]
+    for name in listed:
+        assert server.get(f"/api/conversations/{cid}/files/{name}").status_code == 200

@@ -1,0 +1,24 @@
+"""Run one command through a real server's agent turn (shared by the sandbox tests)."""
+
+from __future__ import annotations
+
+import json
+
+from test.conftest import wait_until
+from test.scripted_llm import text, tool_calls
+
+
+def run_in_sandbox(server, llm, command: str, *, token: str, conversation_id: str | None = None, **args) -> dict:
+    """One turn whose model runs `command` in the foreground (in a new conversation unless one is named); the
+    tool's result, with the conversation's id added as `conversation_id`."""
+    llm.script(tool_calls(("run_command", {"command": command, **args})))
+    llm.script(text("done"))
+    body = {"message": "please run it", **({"conversation_id": conversation_id} if conversation_id else {})}
+    res = server.post("/api/tasks", body, token=token)
+    assert res.status_code == 202, res.text
+    path = f"/api/messages/{res.json()['message_id']}"
+    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+                      what="the message's route")
+    task = server.wait_task(sent["task_id"], timeout=40, token=token)
+    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
+    return {**result, "conversation_id": sent["conversation_id"]}

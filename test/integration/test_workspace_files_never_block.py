@@ -1,0 +1,127 @@
+"""A workspace's files cannot freeze the server (docs/API.md, "files"): a named pipe swapped in under a
+name while it is downloaded, and a folder of 200,000 files listed, leave the other user's requests answered
+within a second."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+import requests
+
+from test.conftest import TWO_USERS
+
+
+@pytest.fixture
+def two_users(make_server):
+    server = make_server(env={"AUTH_TOKENS": TWO_USERS})
+    server.token = "tok-alice"
+    return server
+
+
+class Swapper(threading.Thread):
+    """Swaps a regular file and a named pipe under one name, as fast as rename allows, until stopped."""
+
+    def __init__(self, folder, name: str):
+        super().__init__(daemon=True)
+        self.folder, self.name = folder, name
+        self.stop = threading.Event()
+        (folder / ".regular").write_bytes(b"regular content")
+        os.mkfifo(folder / ".pipe")
+
+    def run(self) -> None:
+        target = self.folder / self.name
+        while not self.stop.is_set():
+            for source in (".regular", ".pipe"):
+                os.link(self.folder / source, self.folder / ".next")
+                os.replace(self.folder / ".next", target)
+
+    def unblock(self) -> None:
+        """Open the pipe for writing, so a reader the server left waiting in the kernel goes on."""
+        try:
+            os.close(os.open(self.folder / ".pipe", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+
+def _get(server, path: str, timeout: float, token: str = "tok-alice") -> requests.Response:
+    return requests.get(server.url + path, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+
+
+def _healthz_s(server) -> float:
+    started = time.monotonic()
+    assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+    return time.monotonic() - started
+
+
+def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
+    server = two_users
+    cid = server.post("/api/conversations", {"title": "pipes"}).json()["conversation_id"]
+    bob_cid = server.post("/api/conversations", {"title": "bob"}, token="tok-bob").json()["conversation_id"]
+    folder = server.data_dir / "workspaces" / cid
+    folder.mkdir(parents=True, exist_ok=True)
+    swapper = Swapper(folder, "x.txt")
+    swapper.start()
+    answers: dict[int, int] = {}
+    try:
+        for _ in range(400):
+            try:
+                res = _get(server, f"/api/conversations/{cid}/files/x.txt", 2)
+            except requests.Timeout:
+                pytest.fail("a download waited on the named pipe: the server stopped answering")
+            answers[res.status_code] = answers.get(res.status_code, 0) + 1
+            if res.status_code == 200:
+                assert res.content == b"regular content"
+        assert _healthz_s(server) < 1
+        assert server.get(f"/api/conversations/{bob_cid}/files", token="tok-bob").status_code == 200
+    finally:
+        swapper.stop.set()
+        swapper.join(5)
+        swapper.unblock()
+    assert set(answers) <= {200, 404} and answers.get(404), answers  # the pipe was met, and refused
+
+
+def test_a_folder_of_200k_files_lists_in_pages_while_others_are_answered(two_users):
+    server = two_users
+    cid = server.post("/api/conversations", {"title": "many"}).json()["conversation_id"]
+    folder = server.data_dir / "workspaces" / cid
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(200_000):
+        (folder / f"f{i:06d}").touch()
+    os.mkfifo(folder / "f000000.pipe")
+    (folder / "f000001.dir").mkdir()
+    os.symlink("/etc/passwd", folder / "f000002.link")
+    (folder / "f000003\u202etxt.exe").touch()  # a right-to-left override: never listed
+
+    stop = threading.Event()
+    slowest = [0.0]
+
+    def watch() -> None:
+        while not stop.is_set():
+            slowest[0] = max(slowest[0], _healthz_s(server))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        page = f"/api/conversations/{cid}/files?limit=1000"
+        listers = [threading.Thread(target=lambda: _get(server, page, 30)) for _ in range(4)]
+        for lister in listers:
+            lister.start()
+        for lister in listers:
+            lister.join(60)
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert slowest[0] < 1, f"/healthz took {slowest[0]:.2f} s while the folder was listed"
+
+    first = server.get(f"/api/conversations/{cid}/files?limit=3").json()
+    assert [f["name"] for f in first["data"]] == ["f000000", "f000001", "f000002"]
+    assert first["next_cursor"] == "f000002"
+    after = server.get(f"/api/conversations/{cid}/files", params={"limit": 2, "cursor": first["next_cursor"]})
+    assert [f["name"] for f in after.json()["data"]] == ["f000003", "f000004"]
+    last = server.get(f"/api/conversations/{cid}/files", params={"limit": 5, "cursor": "f199997"}).json()
+    assert [f["name"] for f in last["data"]] == ["f199998", "f199999"] and last["next_cursor"] is None
+    res = server.get(f"/api/conversations/{cid}/files?limit=5000")
+    assert (res.status_code, res.json()["code"]) == (400, "invalid_limit")
