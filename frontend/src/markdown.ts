@@ -65,6 +65,8 @@ const streaming = markedWith(false);
 const FORBID_TAGS = ["style", "form", "input", "button", "textarea", "select", "option", "optgroup", "datalist",
   "fieldset", "audio", "video", "source", "track", "picture"];
 const FORBID_ATTR = ["style", "srcset", "poster", "background"];
+/** What a one-line rendering keeps: no images, blocks or line breaks. */
+const INLINE_TAGS = ["strong", "em", "code", "a", "del", "span"];
 // Code highlighting's classes (with its sub-scopes such as `function_`), and the code block's own.
 const OWN_CLASS = /^(hljs(-[\w-]+)?|[a-z]+_+|language-[\w+#.-]+|code-block|code-lang)$/;
 
@@ -153,4 +155,10 @@ export function prettyJson(raw: string | undefined): string {
 /** The top-level blocks of `source` (paragraphs, lists, code blocks, …) as their raw text, in order. */
 export function markdownBlocks(source: string): string[] {
   return streaming.lexer(source).map((t) => t.raw);
+}
+
+/** One line of Markdown (inline only: emphasis, code, links) as safe HTML. */
+export function renderInline(source: string): string {
+  const html = streaming.parseInline(source ?? "", { async: false }) as string;
+  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS, FORBID_ATTR, ALLOWED_TAGS: INLINE_TAGS });
 }
