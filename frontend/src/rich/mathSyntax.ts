@@ -1,7 +1,7 @@
 // TeX in Markdown: `$…$` and `\(…\)` inline, `$$…$$` and `\[…\]` display. Marked extensions take the TeX
 // out before Markdown's own rules run (so `\[` keeps its backslash and `_` never turns into emphasis);
 // code spans and blocks are tokenized first and keep their dollars. Each formula becomes a placeholder
-// element holding its TeX as text, typeset later by math.ts (and readable as TeX if that never loads).
+// element holding its TeX as text, typeset later by rich/math.ts (and readable as TeX if that never loads).
 
 import type { MarkedExtension, TokenizerAndRendererExtension, Tokens } from "marked";
 
