@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test smoke lock lint bench clean frontend sandbox browser mutate
+.PHONY: run test smoke lock lint typecheck bench clean frontend sandbox browser mutate
 
 FRONTEND_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
 	$(wildcard frontend/index.html frontend/package.json frontend/vite.config.ts frontend/tsconfig*.json)
@@ -61,11 +61,16 @@ smoke: $(STAMP)
 
 test: $(STAMP) $(FRONTEND_DIST) sandbox browser smoke
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	cd frontend && npm test --silent
 	CI=$${CI:-1} $(PY) -m pytest -q --ignore=test/smoke
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# mypy --strict over modules/ and server/ with pydantic's plugin (pyproject.toml's [tool.mypy]).
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -3,7 +3,7 @@
 Fan-in: S sender agents (S = 1, 10, 100) send messages at once to one receiver (the master)
 running a turn. Like the tool loop, before each model call the receiver drains its queue into
 its history (`consume_pending_messages`, one transaction), builds the request from the whole
-history (`model_history`), then "calls the model" (sleeps `--model-ms`). Each message is routed
+history (`history_after`), then "calls the model" (sleeps `--model-ms`). Each message is routed
 by `MessageRouter.route_message` (queued durably, delivered by the receiver's state).
 
 Figures, per database (SQLite file in WAL mode; PostgreSQL on 127.0.0.1:5432 in a throw-away
@@ -239,7 +239,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
         while len(visible_at) < total and time.monotonic() < deadline:
             start = time.perf_counter()
             drained = router.consume_pending_messages(master.id, conv.id, "bench-turn")
-            message_store.model_history(db, master.id)  # the next model request's history
+            message_store.history_after(db, master.id, -1)  # the next model request's history
             built = time.perf_counter()
             busy["recv"] += built - start
             drains += 1

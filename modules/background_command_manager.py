@@ -288,7 +288,7 @@ class BackgroundCommandManager:
     def get(self, command_id: str) -> BackgroundCommand | None:
         return command_store.get(self._db, command_id)
 
-    def list(self, conversation_id: str) -> list[BackgroundCommand]:
+    def in_conversation(self, conversation_id: str) -> list[BackgroundCommand]:
         return command_store.list_for_conversation(self._db, conversation_id)
 
     def output_tail(self, cmd: BackgroundCommand) -> str:
@@ -298,8 +298,8 @@ class BackgroundCommandManager:
 
     def poll_updates(self, conversation_id: str) -> list[BackgroundCommand]:
         """Finished commands whose notice is not delivered yet, in finish order."""
-        ids = [(n.meta or {}).get("command_id") for n in queue.queued_notices(self._db, conversation_id,
-                                                                               "background_command")]
+        ids = [command_id for n in queue.queued_notices(self._db, conversation_id, "background_command")
+               if (command_id := (n.meta or {}).get("command_id"))]
         rows = command_store.get_many(self._db, ids)
         return [rows[i] for i in ids if i in rows]
 
@@ -316,7 +316,7 @@ class BackgroundCommandManager:
         """Commands whose process died (or was never recorded): kill what is left, report them lost."""
         orphans = [c for c in command_store.list_running(self._db) if c.owner is None or c.owner in gone_owners]
         for cmd in orphans:
-            if cmd.pid and gone_owners.get(cmd.owner, processes.HOST) == processes.HOST:  # ours to kill
+            if cmd.pid and (cmd.owner is None or gone_owners[cmd.owner] == processes.HOST):  # ours to kill
                 _kill_if_same_process(cmd.pid, cmd.pid_started)
             output, truncated = read_tail(Path(cmd.log_path), self._tail_chars)
             self._finish([Finish(cmd.id, LOST, None, output, truncated,
@@ -344,7 +344,7 @@ class BackgroundCommandManager:
 
 def _backoff_s(attempt: int) -> float:
     """How long a finish waits before its next try: twice as long each time, at most 10 s."""
-    return min(0.2 * 2**attempt, 10.0)
+    return min(0.2 * 2.0**attempt, 10.0)
 
 
 def _kill_if_same_process(pid: int, started: int | None) -> None:

@@ -10,6 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
 
 
-def read_toml(path: Path, error: type[ValueError]) -> dict:
+def read_toml(path: Path, error: type[ValueError]) -> dict[str, Any]:
     """A configuration file's TOML, or `error` naming the file."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -98,6 +99,8 @@ class Settings:
     llm_model_rewrite: str = ""
     llm_model_intent: str = ""
     llm_model_suggest: str = ""
+    llm_model_compact: str = ""  # the model that writes context summaries; unset: the agent's own
+    model_context_tokens: int | None = None  # every model's context window; unset: modules/context/budget.py
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 4
     llm_backoff_base_s: float = 0.5
@@ -144,7 +147,7 @@ class Settings:
         """Model of a pipeline stage (`rewrite`, `intent`, `suggest`), falling back to LLM_MODEL."""
         return getattr(self, f"llm_model_{stage}") or self.llm_model
 
-    def with_overrides(self, **changes: object) -> Settings:
+    def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @classmethod
@@ -165,6 +168,8 @@ class Settings:
             llm_model_rewrite=env.get("LLM_MODEL_REWRITE", "").strip(),
             llm_model_intent=env.get("LLM_MODEL_INTENT", "").strip(),
             llm_model_suggest=env.get("LLM_MODEL_SUGGEST", "").strip(),
+            llm_model_compact=env.get("LLM_MODEL_COMPACT", "").strip(),
+            model_context_tokens=_int(env, "MODEL_CONTEXT_TOKENS", 0) or None,
             llm_timeout_s=_float(env, "LLM_TIMEOUT_S", base.llm_timeout_s),
             llm_max_retries=_int(env, "LLM_MAX_RETRIES", base.llm_max_retries),
             llm_backoff_base_s=_float(env, "LLM_BACKOFF_BASE_S", base.llm_backoff_base_s),

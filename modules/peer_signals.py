@@ -31,7 +31,7 @@ def scoped_channel(base: str, redis_url: str) -> str:
     one database (one deployment, or one test) from hearing another's. Database 0 keeps the plain name."""
     from redis.connection import parse_url  # imported here: a single process runs without redis
 
-    db = int(parse_url(redis_url).get("db") or 0)
+    db = int(parse_url(redis_url).get("db") or 0)  # type: ignore[no-untyped-call]  # redis leaves it unannotated
     return base if db == 0 else f"{base}:db{db}"
 
 
@@ -88,7 +88,7 @@ class RedisPeerSignals(PeerSignals):
 
     def _listen(self) -> None:
         while True:
-            pubsub = self._listener.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._listener.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # as parse_url
             try:
                 pubsub.subscribe(self.channel)
                 while True:

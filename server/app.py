@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 from flask_socketio import SocketIO
 
 from modules.agents.profiles import load_profiles
@@ -13,6 +14,7 @@ from modules.llm import build_chat_model
 from modules.multi_agent.fast_path import load_routing_signals
 from modules.peer_signals import CANCEL_COMMAND, QUEUED, STOP, scoped_channel
 from modules.storage.db import Database
+from modules.storage.health import HealthChange
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import RUN_COMMAND
@@ -75,7 +77,11 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     peers.subscribe(CANCEL_COMMAND, lambda command_id: rt.commands.apply_cancel_requests())
     peers.start(spawn)
     # The database is back: end what died meanwhile and start the turns of what queued up, now.
-    db.health.subscribe(lambda change: change.available and spawn(_sweep, rt))
+    def sweep_when_back(change: HealthChange) -> None:
+        if change.available:
+            spawn(_sweep, rt)
+
+    db.health.subscribe(sweep_when_back)
     recovered = rt.membership.take_over(rt.tasks)
     if recovered:
         log.warning("marked %d task(s) of a stopped server process as failed", recovered)
@@ -83,7 +89,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
-    app.json.sort_keys = False
+    if isinstance(app.json, DefaultJSONProvider):  # Flask's own, unless an extension replaced it
+        app.json.sort_keys = False
     auth = Authenticator(settings, db)
     chat = ChatService(rt)
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
@@ -96,7 +103,9 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     socketio.init_app(app)
     register_socket_handlers(socketio, rt, auth, chat)
     if not settings.auth_required:
-        app.wsgi_app = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
+        # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
+        guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
+        app.wsgi_app = guarded  # type: ignore[method-assign]
     chat.inbox.resume()
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
     return app, socketio

@@ -7,26 +7,72 @@ import logging
 from collections.abc import Callable
 
 from modules.llm import ModelError, ModelReply
+from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from modules.storage.records import new_id
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
-from server.turns.history import build_model_messages, persist_assistant_message, turn_is_ours
+from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
+from server.turns.history import persist_assistant_message, turn_is_ours
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
 
-def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str) -> ModelReply:
-    messages = build_model_messages(rt, turn)
+class _Overflow(Exception):
+    """The provider refused a request of `sent` (estimated) tokens as longer than its window."""
+
+    def __init__(self, sent: int, error: ModelError) -> None:
+        super().__init__(str(error))
+        self.sent, self.error = sent, error
+
+
+class _StoppedWhileCompacting(Exception):
+    """The user stopped the turn while its history was being summarised: no model request follows."""
+
+
+def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, *,
+                  refused_at: int | None = None) -> ModelReply:
     tools = rt.tools.definitions(list(turn.profile.tools)) or None
+    messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
+    if turn.stopped():
+        raise _StoppedWhileCompacting
     rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)  # the pre-reasoning hook
-    sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
-    return rt.model.stream_chat(
-        messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
-        on_text=lambda chunk: sender.emit("text_chunk", {"message_id": message_id, "content": chunk}),
-        should_stop=turn.stopped,
-    )
+    if refused_at is None:
+        sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+
+    def on_text(chunk: str) -> None:
+        sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
+
+    def on_reasoning(chunk: str) -> None:
+        sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk})
+
+    try:
+        return rt.model.stream_chat(
+            messages=messages, tools=tools, model=turn.profile.model or rt.settings.llm_model or None,
+            on_text=on_text, on_reasoning=on_reasoning, should_stop=turn.stopped,
+        )
+    except ModelError as exc:
+        if exc.code == CONTEXT_LENGTH_EXCEEDED and not exc.partial and refused_at is None:
+            raise _Overflow(request_tokens(messages, tools), exc) from exc
+        raise
+
+
+def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str) -> ModelReply:
+    """The model's reply; when the provider says the request overflowed its window although the budget
+    thought it fit, compacted harder and asked once more (README, "Long conversations")."""
+    try:
+        return _stream_reply(rt, turn, sender, message_id)
+    except _Overflow as overflow:
+        log.warning("task %s: the model refused %d tokens as too long (%s); compacting harder",
+                    turn.task_id, overflow.sent, overflow.error)
+        return _stream_reply(rt, turn, sender, message_id, refused_at=overflow.sent)
+
+
+def _reply_marks(reply: ModelReply) -> dict[str, bool]:
+    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit."""
+    mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}
+    return {**mark, "truncated": True} if reply.truncated else mark
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
@@ -47,7 +93,12 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
         message_id = new_id()
         try:
-            reply = _stream_reply(rt, turn, sender, message_id)
+            reply = _reply_within_window(rt, turn, sender, message_id)
+        except _StoppedWhileCompacting:
+            return TurnOutcome(STOPPED)
+        except ContextTooLarge as exc:
+            log.warning("task %s: %s", turn.task_id, exc)
+            return TurnOutcome(FAILED, {"code": "context_too_large", "message": str(exc)})
         except ModelError as exc:
             log.warning("model call failed for task %s: %s %s", turn.task_id, exc.code, exc)
             if exc.partial:
@@ -56,9 +107,10 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         if not turn_is_ours(rt, turn):
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
-        mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}  # cut off by Stop
-        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark)
-        sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark})
+        mark = _reply_marks(reply)
+        thinking = {"reasoning": reply.reasoning} if reply.reasoning else {}
+        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta={**mark, **thinking})
+        sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark, **thinking})
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:

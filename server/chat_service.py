@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -21,6 +21,7 @@ from modules.multi_agent.message_router import PendingMessage
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
+from modules.storage.models import Conversation
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.errors import ApiError, not_found
 from server.routing_inbox import RoutingInbox, pending_answer
@@ -35,6 +36,14 @@ TITLE_CHARS = 60
 def title_from(message: str) -> str:
     line = " ".join(message.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+@overload
+def _message_id(user_id: int, client_message_id: str) -> str: ...
+
+
+@overload
+def _message_id(user_id: int, client_message_id: str | None) -> str | None: ...
 
 
 def _message_id(user_id: int, client_message_id: str | None) -> str | None:
@@ -85,11 +94,12 @@ class ChatService:
                 log.warning("could not record the answer to client message %s", req.client_message_id)
         return answer
 
-    def _conversation(self, user_id: int, req: SendMessageBody):
+    def _conversation(self, user_id: int, req: SendMessageBody) -> Conversation:
         rt = self._rt
         if req.conversation_id is None:
-            conv, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message), rt.master.name)
-            return conv
+            created, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message),
+                                                                rt.master.name)
+            return created
         conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
         if conv is None:
             raise not_found("conversation")

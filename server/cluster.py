@@ -12,14 +12,24 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Protocol
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from modules.background_command_manager import BackgroundCommandManager
 from modules.storage import processes
 from modules.storage.db import Database
 from modules.storage.health import HealthChange
 
 log = logging.getLogger(__name__)
+
+
+class InterruptedWork(Protocol):
+    """What the loop asks of the TurnManager (server/turns/manager.py, which imports this module)."""
+
+    def recover_interrupted(self, gone: dict[str, str]) -> int: ...
+
+    def apply_stop_requests(self) -> None: ...
 
 TICK_S = 1.0
 HEARTBEAT_S = 2.0
@@ -50,14 +60,14 @@ class Membership:
     def gone(self) -> dict[str, str]:
         return processes.gone_processes(self._db, self.process_id, self._timeout_s())
 
-    def take_over(self, tasks) -> int:
+    def take_over(self, tasks: InterruptedWork) -> int:
         """Recover the work of gone processes, then forget them."""
         gone = self.gone()
         recovered = tasks.recover_interrupted(gone)
         processes.forget(self._db, gone)
         return recovered
 
-    def run(self, tasks, commands) -> None:
+    def run(self, tasks: InterruptedWork, commands: BackgroundCommandManager) -> None:
         """The loop; never returns. `tasks` is the TurnManager (server/turns/manager.py), `commands` the
         BackgroundCommandManager."""
         last_beat = last_sweep = last_poll = time.monotonic()

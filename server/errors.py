@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from flask import Flask, jsonify
+from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ class ApiError(Exception):
         self.code = code
         self.message = message
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         return {"success": False, "error": self.message, "code": self.code}
 
 
@@ -33,11 +34,11 @@ _HTTP_CODES = {
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
-    def _api_error(err: ApiError):
+    def _api_error(err: ApiError) -> tuple[Response, int]:
         return jsonify(err.body()), err.status
 
     @app.errorhandler(HTTPException)
-    def _http_error(err: HTTPException):
+    def _http_error(err: HTTPException) -> tuple[Response, int]:
         status = err.code or 500
         code = _HTTP_CODES.get(status, "http_error")
         message = err.description or err.name
@@ -46,6 +47,6 @@ def register_error_handlers(app: Flask) -> None:
         return jsonify({"success": False, "error": message, "code": code}), status
 
     @app.errorhandler(Exception)
-    def _unexpected(err: Exception):
+    def _unexpected(err: Exception) -> tuple[Response, int]:
         log.exception("unhandled error")
         return jsonify({"success": False, "error": "internal server error", "code": "internal_error"}), 500

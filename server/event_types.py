@@ -71,15 +71,41 @@ class TextChunkEvent(TaskEventBase):
 
 
 @with_config(_STRICT)
+class ReasoningChunkEvent(TaskEventBase):
+    """The model's thinking as it streams (coalesced like `text_chunk`); never part of the reply's text."""
+
+    message_id: str
+    content: str
+
+
+@with_config(_STRICT)
 class TextEndEvent(TaskEventBase):
     """The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and
-    `stopped` when the user stopped it mid-answer (the history keeps the same marks in `metadata`)."""
+    `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit
+    (`finish_reason: "length"`); `reasoning` is the model's thinking, never part of `content` (the history
+    keeps the same marks and the reasoning in `metadata`)."""
 
     message_id: str
     content: str
     partial: NotRequired[bool]
     error_code: NotRequired[str]
     stopped: NotRequired[bool]
+    truncated: NotRequired[bool]
+    reasoning: NotRequired[str]
+
+
+@with_config(_STRICT)
+class ContextCompactedEvent(TaskEventBase):
+    """The agent's older messages were summarised for its model (README, "Long conversations"): from now on
+    its model sees `summary` in place of its history up to `through_seq`; the stored history stays whole.
+    Token counts are the estimate of the agent's next request before and after."""
+
+    summary_id: str
+    summary: str
+    through_seq: int
+    summarised_messages: int
+    tokens_before: int
+    tokens_after: int
 
 
 @with_config(_STRICT)
@@ -193,7 +219,9 @@ EVENTS: dict[str, type] = {
     "route": RouteEvent,
     "ai_message_start": AiMessageStartEvent,
     "text_chunk": TextChunkEvent,
+    "reasoning_chunk": ReasoningChunkEvent,
     "text_end": TextEndEvent,
+    "context_compacted": ContextCompactedEvent,
     "tool_start": ToolStartEvent,
     "tool_result": ToolResultEvent,
     "tool_output": ToolOutputEvent,

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
@@ -34,11 +37,11 @@ def as_host_name(host: str) -> str:
 class HostGuard:
     """WSGI middleware answering 403 `forbidden_host` unless the Host header names this server."""
 
-    def __init__(self, app: Callable, names: Iterable[str]):
+    def __init__(self, app: WSGIApplication, names: Iterable[str]):
         self._app = app
         self._names = frozenset(as_host_name(n) for n in names)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if host_name(environ.get("HTTP_HOST", "")) in self._names:
             return self._app(environ, start_response)
         body = json.dumps({"success": False, "code": "forbidden_host",

@@ -10,9 +10,10 @@ reconnects, and stuck work is retried or ended (server/turns/).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 from flask_socketio import SocketIO
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -38,16 +39,16 @@ def status_event(db: Database) -> tuple[str, dict[str, Any]]:
                             "message": "the database is unavailable: messages cannot be stored until it is back"}
 
 
-def install(app: Flask, socketio: SocketIO, db: Database, spawn) -> None:
+def install(app: Flask, socketio: SocketIO, db: Database, spawn: Callable[..., object]) -> None:
     """Wire the 503s and the socket events, and start the database's prober."""
 
     @app.before_request
-    def _fail_fast():
+    def _fail_fast() -> tuple[Response, int] | None:
         if request.path.startswith("/api/") and not db.health.available:
             return jsonify(unavailable_body()), 503
         return None
 
-    def _unavailable(err: Exception):
+    def _unavailable(err: Exception) -> tuple[Response, int]:
         log.warning("%s %s: the database is unavailable (%s)", request.method, request.path,
                     str(err).splitlines()[0] if str(err) else type(err).__name__)
         return jsonify(unavailable_body()), 503

@@ -106,6 +106,9 @@ class RoutingInbox:
     def _route(self, held: PendingMessage) -> None:
         rt = self._rt
         conv = conversation_store.get_conversation(rt.db, held.conversation_id)
+        if conv is None:  # deleted while the message waited: its rows go with it
+            log.info("message %s: its conversation is gone", held.id)
+            return
         try:
             decision = self._decide(conv, held)
         except Exception:

@@ -12,6 +12,7 @@ from modules.agents.profiles import AgentProfile, master_profile
 from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.fast_path import RoutingSignals
@@ -69,6 +70,7 @@ class Runtime:
             commands=self.commands, profiles=profiles, user_questions=self.user_questions,
             expect_turn=self.tasks.expect_turn, terminate_agent=self.tasks.terminate_agent)
         self.suggestions = SuggestionService(model, settings, signals, self.event_log, transport, spawn)
+        self.refused_sizes = RefusedSizes()  # what providers refused as too long (server/turns/context_window.py)
 
     @property
     def master(self) -> AgentProfile:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from server.turns.event_log import CHUNK, EventLog
+from flask_socketio import SocketIO
+
+from server.turns.event_log import CHUNK_TYPES, EventLog
 
 
 class Transport(Protocol):
@@ -24,7 +26,7 @@ class EventSender(Protocol):
 
 
 class SocketIOTransport:
-    def __init__(self, socketio):
+    def __init__(self, socketio: SocketIO):
         self._socketio = socketio
 
     def emit(self, event_type: str, data: dict[str, Any], room: str) -> None:
@@ -43,8 +45,9 @@ class TaskEventSender:
         self.agent_id = agent_id
 
     def emit(self, event_type: str, data: dict[str, Any]) -> int:
-        if event_type == CHUNK:  # coalesced with the message's previous chunk while that one waits
-            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver)
+        if event_type in CHUNK_TYPES:  # coalesced with the message's previous chunk while that one waits
+            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver,
+                                          event_type)
         return self.emit_many([(event_type, data)])
 
     def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:

@@ -6,7 +6,8 @@ Acknowledgements carry the same answers as the REST calls, errors included.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from flask import request
 from flask_socketio import SocketIO, join_room
@@ -26,22 +27,37 @@ from server.socket_packets import UNDECODABLE_EVENT
 
 log = logging.getLogger(__name__)
 
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+Ack = dict[str, Any]  # an acknowledgement: a REST call's answer, or its error body with `status`
+
+
+def _on(socketio: SocketIO, event: str) -> Callable[[Handler], Handler]:
+    """`socketio.on(event)`, typed: Flask-SocketIO ships no type information."""
+    register: Callable[[Handler], Handler] = socketio.on(event)
+    return register
+
+
+def _sid() -> str:
+    """The Socket.IO session of the event being handled, which Flask-SocketIO sets on Flask's request."""
+    sid: str = request.sid  # type: ignore[attr-defined]  # not in Flask's Request type
+    return sid
+
 
 def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticator, chat: ChatService) -> None:
     users: dict[str, int] = {}
 
     def user_id() -> int:
-        uid = users.get(request.sid)
+        uid = users.get(_sid())
         if uid is None:
             raise ApiError(401, "unauthorized", "connect with a valid token first")
         return uid
 
-    def acked(fn):
+    def acked(fn: Callable[[Any], Ack]) -> Callable[..., Ack]:
         """Run a handler on the event's one argument and turn an ApiError into an error acknowledgement.
 
         Every call is acknowledged: an event sent with several arguments (python-socketio sends a tuple
         as several) answers `invalid_json` rather than failing before the handler runs, unanswered."""
-        def wrapper(*args: Any):
+        def wrapper(*args: Any) -> Ack:
             try:
                 if len(args) > 1:
                     raise ApiError(400, "invalid_json", f"expected one JSON object argument, got {len(args)}")
@@ -59,24 +75,24 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
         wrapper.__name__ = fn.__name__
         return wrapper
 
-    @socketio.on("connect")
-    def on_connect(auth_data: Any = None):
+    @_on(socketio, "connect")
+    def on_connect(auth_data: Any = None) -> None:
         token = auth_data.get("token") if isinstance(auth_data, dict) else None
         token = token or bearer_token(request.headers.get("Authorization"))
         try:
-            users[request.sid] = auth.user_id_for(token)
+            users[_sid()] = auth.user_id_for(token)
         except ApiError as err:
             raise ConnectionRefusedError(err.message) from None
         if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did
-            socketio.emit(*status_event(rt.db), to=request.sid)
+            socketio.emit(*status_event(rt.db), to=_sid())
 
-    @socketio.on("disconnect")
-    def on_disconnect(*_args):
-        users.pop(request.sid, None)
+    @_on(socketio, "disconnect")
+    def on_disconnect(*_args: Any) -> None:
+        users.pop(_sid(), None)
 
-    @socketio.on("join_conversation")
+    @_on(socketio, "join_conversation")
     @acked
-    def on_join(data: Any):
+    def on_join(data: Any) -> Ack:
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_json", "expected an object with `conversation_id`")
         conv = owned_conversation(data.get("conversation_id"), user_id())
@@ -84,21 +100,21 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
         master = agent_store.get_master(rt.db, conv.id)
         return {"success": True, "conversation_id": conv.id, "main_task_id": rt.tasks.active_task_of_agent(master.id)}
 
-    @socketio.on("send_message")
+    @_on(socketio, "send_message")
     @acked
-    def on_send(data: Any):
-        sid = request.sid
+    def on_send(data: Any) -> Ack:
+        sid = _sid()
         uid = user_id()
         req = validated(SendMessageBody, data, context=validation_context(rt.settings))
         return chat.send(uid, req, on_conversation=lambda cid: join_room(cid, sid=sid))
 
-    @socketio.on("stop_task")
+    @_on(socketio, "stop_task")
     @acked
-    def on_stop(data: Any):
+    def on_stop(data: Any) -> Ack:
         task = work_control.stop_task(data.get("task_id") if isinstance(data, dict) else None, user_id())
         return {"success": True, "task_id": task.id, "stopping": True}
 
-    @socketio.on(UNDECODABLE_EVENT)
+    @_on(socketio, UNDECODABLE_EVENT)
     @acked
-    def on_undecodable(_data: Any):
+    def on_undecodable(_data: Any) -> Ack:
         raise ApiError(400, "invalid_json", "the event's arguments nest too deeply to decode")

@@ -6,19 +6,25 @@ drops the packet, so the sender's `call` waits for an acknowledgement that never
 
 from __future__ import annotations
 
+from typing import Any
+
 from socketio import packet
 
 # The event an undecodable event arrives as; its handler acknowledges it with `invalid_json`.
 UNDECODABLE_EVENT = "_undecodable_event"
 
 
-class TolerantPacket(packet.Packet):
+class TolerantPacket(packet.Packet):  # type: ignore[misc]  # python-socketio ships no type information
     """An event that cannot be decoded keeps its acknowledgement id and becomes UNDECODABLE_EVENT;
     a connect whose auth data cannot be decoded connects without auth data (refused when tokens are on)."""
 
-    def decode(self, encoded_packet):
+    data: Any  # the event's name and arguments, or the connect's auth data
+
+    def decode(self, encoded_packet: str | bytes) -> int:
+        """The number of binary attachments that follow, as Packet.decode answers."""
         try:
-            return super().decode(encoded_packet)
+            attachments: int = super().decode(encoded_packet)
+            return attachments
         except RecursionError:
             if self.packet_type == packet.EVENT:
                 self.data = [UNDECODABLE_EVENT]

@@ -53,11 +53,12 @@ class UserMessageRouting:
         if open_questions:
             chosen = open_questions[0]
             if question_id:
-                chosen = next((q for q in open_questions if q.question_id == question_id), None)
-                if chosen is None:
+                asked = next((q for q in open_questions if q.question_id == question_id), None)
+                if asked is None:
                     pending = ", ".join(q.question_id for q in open_questions)
                     raise ApiError(409, "stale_question",
                                    f"question {question_id} is not pending; open questions: {pending}")
+                chosen = asked
             target = next(a for a in agents if a.id == chosen.agent_id)
             return RouteDecision(HIL, target, chosen.question_id)
         if question_id:
@@ -67,7 +68,7 @@ class UserMessageRouting:
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
                                  reason="continuation")
         fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/message_router.py
-        if fast.taken:
+        if fast.taken and fast.target is not None:  # taken implies a target
             return RouteDecision(FAST_PATH, fast.target, reason=fast.reason)
         decision = self._pipeline(conv, agents, master, message, fast.target)
         return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten, reason=fast.reason)

@@ -24,7 +24,9 @@ from test.scripted_steps import (  # re-exported: tests import the script's buil
     DynamicStep,
     ErrorStep,
     HangStep,
+    JsonBodyStep,
     Match,
+    RawChunksStep,
     Step,
     TextStep,
     ToolCallsStep,
@@ -46,7 +48,7 @@ __all__ = [
     "ScriptedLLMServer", "RecordedRequest", "MAX_WAIT_S", "TextStep", "ToolCallsStep", "ErrorStep",
     "HangStep", "DynamicStep", "Step", "Match", "text", "broken_stream", "tool_calls", "error", "hang",
     "dynamic", "STAGE_MARKERS", "is_stage_request", "stage_default", "match_system", "match_last_user",
-    "match_model",
+    "match_model", "RawChunksStep", "JsonBodyStep",
 ]
 
 @dataclass
@@ -246,7 +248,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(step, ErrorStep):
             headers = {} if step.retry_after is None else {"Retry-After": f"{step.retry_after:g}"}
-            self._send_json(step.status, _error_body(step.status, step.message), headers)
+            self._send_json(step.status, _error_body(step.status, step.message, step.code), headers)
+            return
+        if isinstance(step, JsonBodyStep):
+            self._send_json(200, step.body)
+            return
+        if isinstance(step, RawChunksStep):
+            self._stream_raw(step, str(body.get("model") or "scripted"))
             return
         if step.wait is not None:
             deadline = time.monotonic() + MAX_WAIT_S
@@ -291,6 +299,20 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
         self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _stream_raw(self, step: RawChunksStep, model: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        frame = {"id": f"chatcmpl-scripted-{time.monotonic_ns()}", "object": "chat.completion.chunk",
+                 "created": int(time.time()), "model": model}
+        for chunk in step.chunks:
+            line = chunk if isinstance(chunk, str) else f"data: {json.dumps(frame | chunk)}\n\n"
+            self._write_chunk(line.encode())
+        if step.done:
+            self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -345,6 +367,6 @@ def _completion(step: TextStep | ToolCallsStep, ids: list[str], model: str) -> d
     }
 
 
-def _error_body(status: int, message: str) -> dict:
+def _error_body(status: int, message: str, code: str | None = None) -> dict:
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}

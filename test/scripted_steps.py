@@ -35,6 +35,7 @@ class ErrorStep:
     status: int
     message: str = "scripted error"
     retry_after: float | None = None
+    code: str | None = None  # the error body's `code` (e.g. "context_length_exceeded")
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,28 @@ class HangStep:
 
 
 @dataclass(frozen=True)
+class RawChunksStep:
+    """Stream exactly these chunks (a provider's own wire format, test/provider_replies.py): a dict is sent as
+    `data: <json>` with the chunk's id, object, created and model filled in where it lacks them; a str is
+    sent as it is (an SSE comment, a malformed line)."""
+
+    chunks: tuple[dict | str, ...]
+    done: bool = True  # end with `data: [DONE]`
+
+
+@dataclass(frozen=True)
+class JsonBodyStep:
+    """Answer 200 with this JSON body, whether the request asked for a stream or not."""
+
+    body: dict
+
+
+@dataclass(frozen=True)
 class DynamicStep:
-    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep]
+    build: Callable[[dict], TextStep | ToolCallsStep | ErrorStep | HangStep | RawChunksStep | JsonBodyStep]
 
 
-Step = TextStep | ToolCallsStep | ErrorStep | HangStep | DynamicStep
+Step = TextStep | ToolCallsStep | ErrorStep | HangStep | RawChunksStep | JsonBodyStep | DynamicStep
 Match = Callable[[dict], bool]
 
 
@@ -79,9 +97,10 @@ def tool_calls(
     return ToolCallsStep(raw, text, delay_s, wait)
 
 
-def error(status: int, message: str = "scripted error", *, retry_after: float | None = None) -> ErrorStep:
+def error(status: int, message: str = "scripted error", *, retry_after: float | None = None,
+          code: str | None = None) -> ErrorStep:
     """Answer with an HTTP error in OpenAI's JSON shape, with a Retry-After header if given."""
-    return ErrorStep(status, message, retry_after)
+    return ErrorStep(status, message, retry_after, code)
 
 
 def hang(seconds: float) -> HangStep:
@@ -94,8 +113,9 @@ def dynamic(build: Callable[[dict], Step]) -> DynamicStep:
     return DynamicStep(build)
 
 
+COMPACT_MARKER = "You condense the earlier part of a conversation"  # a context summary request
 STAGE_MARKERS = ("You are QueryRewritingAgent", "You are IntentRecognitionAgent", "You are RoutingAgent",
-                 "You suggest what the user may want to say next")
+                 "You suggest what the user may want to say next", COMPACT_MARKER)
 
 
 def is_stage_request(body: dict) -> bool:
@@ -117,7 +137,24 @@ def stage_default(body: dict) -> TextStep:
     if "RoutingAgent" in system:
         query = last.rpartition("Latest message:")[2].strip() or last
         return text(json.dumps({"query": query, "agent": "MasterAgent"}, ensure_ascii=False))
+    if COMPACT_MARKER in system:
+        return text(keep_user_lines(last))
     return text('{"questions": []}')
+
+
+def keep_user_lines(request: str, *, first: int = 8, latest: int = 8) -> str:
+    """A summary as a model told to keep the user's instructions writes one, deterministically: the lines of
+    the previous summary and the user's lines of the new messages (each cut to 160 characters), the first
+    `first` and the latest `latest` of them."""
+    lines = [line[:160] for line in request.splitlines()
+             if line.startswith(("user: ", "- user: "))]
+    kept = lines if len(lines) <= first + latest else lines[:first] + lines[-latest:]
+    return "\n".join(line if line.startswith("- ") else f"- {line}" for line in kept) or "- (nothing to keep)"
+
+
+def match_compaction(body: dict) -> bool:
+    """A context summary request (server/turns/context_window.py)."""
+    return match_system(COMPACT_MARKER)(body)
 
 
 def text_of(message: dict) -> str:

@@ -83,7 +83,8 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (!inSegment) continue;
       if (m.content) {
         push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content, done: true,
-          fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base });
+          fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base,
+          reasoning: str(meta.reasoning) || undefined, truncated: meta.truncated === true || undefined });
       }
       for (const call of m.tool_calls ?? []) {
         const name = call.function?.name ?? "";

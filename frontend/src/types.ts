@@ -35,6 +35,14 @@ export interface StoredMessage {
   created_at?: string | null;
 }
 
+export interface StoredSummary {
+  summary_id: string;
+  summary: string;
+  through_seq: number;
+  summarised_messages: number;
+  created_at?: string | null;
+}
+
 export interface MessagesAnswer {
   agent_id: string;
   display_name: string;
@@ -148,6 +156,18 @@ export interface AssistantItem extends ItemBase {
   fromHistory?: boolean;
   /** Cut off: stopped by the user, or the model failed mid-reply (`metadata.partial`). */
   interrupted?: boolean;
+  /** The model's thinking (`metadata.reasoning`, `text_end.reasoning`): shown collapsed, never in `text`. */
+  reasoning?: string;
+  /** Cut at the model's output limit (`finish_reason: "length"`, `metadata.truncated`). */
+  truncated?: boolean;
+}
+
+/** The agent's older messages were summarised for its model (`context_compacted`): a quiet line. */
+export interface CompactedItem extends ItemBase {
+  kind: "compacted";
+  summaryId: string;
+  summary: string;
+  summarisedMessages: number;
 }
 
 export interface ToolItem extends ItemBase {
@@ -175,4 +195,4 @@ export interface StatusItem extends ItemBase {
   text: string;
 }
 
-export type TimelineItem = UserItem | NoticeItem | AssistantItem | ToolItem | AskItem | StatusItem;
+export type TimelineItem = UserItem | NoticeItem | AssistantItem | ToolItem | AskItem | StatusItem | CompactedItem;

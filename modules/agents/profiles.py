@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modules.config import read_toml
 
@@ -31,6 +32,7 @@ class AgentProfile:
     kind: str = SUB_AGENT_KIND
     model: str | None = None
     keywords: tuple[str, ...] = ()  # domain terms: a message naming another agent's term leaves the fast path
+    context_tokens: int | None = None  # the model's context window, over MODEL_CONTEXT_TOKENS and the table
 
     def system_message(self, display_name: str) -> str:
         """Every agent's system prompt names its display name (API.md, model-facing contract)."""
@@ -48,7 +50,8 @@ def load_profiles(path: Path | None, known_tools: set[str]) -> dict[str, AgentPr
     for i, entry in enumerate(entries):
         where = f"{path}: agent #{i + 1}"
 
-        def field(name: str, *, required: bool = True, kind: type = str, _e=entry, _w=where):
+        def field(name: str, *, required: bool = True, kind: type = str, _e: dict[str, Any] = entry,
+                  _w: str = where) -> Any:
             value = _e.get(name)
             if value is None:
                 if required:
@@ -75,10 +78,13 @@ def load_profiles(path: Path | None, known_tools: set[str]) -> dict[str, AgentPr
         keywords = field("keywords", required=False, kind=list) or []
         if not all(isinstance(k, str) and k.strip() for k in keywords):
             raise ProfileError(f"{where}: field `keywords` must be a list of non-empty strings")
+        context_tokens = field("context_tokens", required=False, kind=int)
+        if context_tokens is not None and (isinstance(context_tokens, bool) or context_tokens < 256):
+            raise ProfileError(f"{where}: field `context_tokens` must be an integer of at least 256")
         profiles[name] = AgentProfile(
             name=name, description=field("description"), system_prompt=field("system_prompt"),
             tools=tuple(tools), kind=kind, model=field("model", required=False) or None,
-            keywords=tuple(k.strip() for k in keywords),
+            keywords=tuple(k.strip() for k in keywords), context_tokens=context_tokens,
         )
     masters = [p for p in profiles.values() if p.kind == MASTER_KIND]
     if len(masters) != 1:

@@ -3,7 +3,7 @@
 from .demo_model import DemoChatModel
 from .factory import build_chat_model
 from .openai_model import OpenAIChatModel
-from .types import ChatModel, ModelError, ModelReply, ToolCall
+from .types import ChatModel, ModelError, ModelReply, ToolCall, Usage
 
 __all__ = [
     "ChatModel",
@@ -12,5 +12,6 @@ __all__ = [
     "ModelReply",
     "OpenAIChatModel",
     "ToolCall",
+    "Usage",
     "build_chat_model",
 ]

@@ -62,25 +62,26 @@ class DemoChatModel:
     def stream_chat(
         self,
         *,
-        messages: list[dict],
-        tools: list[dict] | None = None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
         model: str | None = None,  # the demo has one voice whatever model is named
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
+        on_reasoning: Callable[[str], None] = ignore_text,  # the demo does not think aloud
     ) -> ModelReply:
         history = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
         text, calls = _answer(history, _tool_names(tools))
-        sent = []
+        sent: list[str] = []
         words = _WORD.findall(text)
         chunks = ["".join(words[i : i + _WORDS_PER_CHUNK]) for i in range(0, len(words), _WORDS_PER_CHUNK)]
         for i, chunk in enumerate(chunks):
             if i and self._chunk_delay_s > 0:
                 time.sleep(self._chunk_delay_s)
             if should_stop():
-                return ModelReply("".join(sent), [], "stopped")
+                return ModelReply("".join(sent), [], "stopped", model=self.label)
             sent.append(chunk)
             on_text(chunk)
-        return ModelReply(text, calls, "tool_calls" if calls else "stop")
+        return ModelReply(text, calls, "tool_calls" if calls else "stop", model=self.label)
 
 
 _INTENT_KEYWORDS = (
@@ -115,7 +116,7 @@ def _intent(system: str, message: str) -> str:
     return "MasterAgent"
 
 
-def _answer(history: list[dict], tools: set[str]) -> tuple[str, list[ToolCall]]:
+def _answer(history: list[dict[str, Any]], tools: set[str]) -> tuple[str, list[ToolCall]]:
     last = history[-1] if history else {}
     system = _text(history[0].get("content")) if history and history[0].get("role") == "system" else ""
     stage = _stage_answer(system, _text(last.get("content")) if last.get("role") == "user" else "")
@@ -191,7 +192,7 @@ def _notice_report(said: str) -> str | None:
     return None
 
 
-def _wave_report(history: list[dict]) -> str | None:
+def _wave_report(history: list[dict[str, Any]]) -> str | None:
     """A follow-up turn of the notification pool sees a wave of notices after its last reply (N-1 written to the
     history, the last one starting the turn): the demo reports each, as a model would."""
     reports = []  # of the user-role messages after the last reply, newest first
@@ -215,7 +216,7 @@ def _requested_command(said: str) -> str:
     return ""
 
 
-def _summarise_tool_result(history: list[dict], result: dict) -> str:
+def _summarise_tool_result(history: list[dict[str, Any]], result: dict[str, Any]) -> str:
     name, arguments = _originating_call(history, result.get("tool_call_id"))
     raw = _text(result.get("content"))
     try:
@@ -264,13 +265,15 @@ def _agent_tool_summary(name: str, payload: dict[str, Any]) -> str | None:
 _AGENT_TOOLS = ("create_sub_agent", "ask_user", "answer_sub_agent_question", "ask_master")
 
 
-def _originating_call(history: list[dict], call_id: Any) -> tuple[str, dict]:
+def _originating_call(history: list[dict[str, Any]], call_id: Any) -> tuple[str, dict[str, Any]]:
     """Name and parsed arguments of the assistant tool call a tool result answers."""
     for message in reversed(history):
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict) and call.get("id") == call_id:
-                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                function = call.get("function")
+                if not isinstance(function, dict):
+                    function = {}
                 try:
                     arguments = json.loads(function.get("arguments") or "{}")
                 except (TypeError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -14,20 +14,47 @@ class ToolCall:
     arguments: str  # raw JSON text exactly as the model produced it (may be malformed)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one model request as the provider reported them (`usage`, with
+    `prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
 @dataclass
 class ModelReply:
     content: str
     tool_calls: list[ToolCall]
     finish_reason: str | None  # "stop", "tool_calls", "length", "stopped" (should_stop fired), ...
+    reasoning: str = ""  # the model's thinking (`reasoning_content`, `reasoning`, a leading <think> block)
+    usage: Usage | None = None  # None: the provider reported none
+    model: str = ""  # the model the provider says answered (else the one asked for)
+    latency_s: float = 0.0  # from sending the request to the reply's end
+    first_token_s: float | None = None  # from sending the request to its first text, thinking or call
+
+    @property
+    def truncated(self) -> bool:
+        """The provider cut the reply at its output limit: it may end mid-sentence."""
+        return self.finish_reason == "length"
+
+
+# `ModelError.code` values. CONTEXT_LENGTH_EXCEEDED covers every wording providers use for a request
+# larger than the model's window: the caller can shorten the history and try once more.
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 
 class ModelError(Exception):
     """A model call failed.
 
     Callers branch on `code` (never on the message): "rate_limited", "server_error",
-    "timeout", "connection_error", "bad_request", "auth_error" or "model_error".
-    `retryable` says whether trying again later may help; `status` is the HTTP status;
-    `partial` is the text streamed before the failure (already shown to the user, never replayed).
+    "timeout", "connection_error", "bad_request", "auth_error", "context_length_exceeded"
+    or "model_error". `retryable` says whether trying again later may help; `status` is the
+    HTTP status; `partial` is the text streamed before the failure (already shown to the user,
+    never replayed).
     """
 
     def __init__(self, code: str, message: str, *, retryable: bool = False, status: int | None = None,
@@ -44,7 +71,7 @@ class ModelError(Exception):
 
 
 def ignore_text(_text: str) -> None:
-    """Default `on_text`: the caller does not want streamed text."""
+    """Default `on_text` / `on_reasoning`: the caller does not want streamed text."""
 
 
 def never_stop() -> bool:
@@ -58,11 +85,13 @@ class ChatModel(Protocol):
     def stream_chat(
         self,
         *,
-        messages: list[dict],
-        tools: list[dict] | None = None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
+        on_reasoning: Callable[[str], None] = ignore_text,
     ) -> ModelReply:
-        """Run one chat completion, streaming text to `on_text` and checking `should_stop` between chunks."""
+        """Run one chat completion, streaming text to `on_text` (and thinking to `on_reasoning`) and
+        checking `should_stop` between chunks."""
         ...

@@ -10,6 +10,7 @@ vetoes it even when it is made of continuation words ("重新提交" is "重新"
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +45,9 @@ class RoutingSignals:
     attribute_prefix: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, continuation: list[str], topic_switch: list[str], fillers: list[str] = (), action: list[str] = (),
-           reference: list[str] = (), new_request: list[str] = (), attribute_prefix: list[str] = ()) -> RoutingSignals:
+    def of(cls, continuation: Sequence[str], topic_switch: Sequence[str], fillers: Sequence[str] = (),
+           action: Sequence[str] = (), reference: Sequence[str] = (), new_request: Sequence[str] = (),
+           attribute_prefix: Sequence[str] = ()) -> RoutingSignals:
         words = tuple(dict.fromkeys(w.strip() for w in continuation if normalise(w)))
         return cls(unit_set(words), _phrases(list(topic_switch)), words, unit_set(fillers) - unit_set(words),
                    unit_set(action), _phrases(list(reference)), _phrases(list(new_request)),

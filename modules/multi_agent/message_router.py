@@ -182,8 +182,9 @@ class MessageRouter:
         with self._lock:
             first = agent_id not in self._last_notice
             self._last_notice[agent_id] = time.monotonic()
-        if first:
-            self._spawn(self._settle_then_wake, agent_id)
+        spawn = self._spawn  # set: a notice settles only where the router can spawn (see route_message)
+        if first and spawn is not None:
+            spawn(self._settle_then_wake, agent_id)
 
     def _settle_then_wake(self, agent_id: str) -> None:
         deadline = time.monotonic() + self._max_settle_s

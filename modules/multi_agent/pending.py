@@ -46,7 +46,7 @@ class PendingMessage:
                    question_id=question_id, meta=dict(meta or {}))
 
     @classmethod
-    def from_row(cls, row: PendingMessageRow | Row) -> PendingMessage:
+    def from_row(cls, row: PendingMessageRow | Row[*tuple[Any, ...]]) -> PendingMessage:
         return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
                    source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
                    content=row.content, question_id=row.question_id, created_at=row.created_at,
@@ -63,7 +63,8 @@ class PendingMessage:
     @property
     def source(self) -> str:
         """The `user_message` source: user, sub_agent, background_command, agent_message or guidance."""
-        return self.meta.get("source", "agent_message")
+        source: str = self.meta.get("source", "agent_message")
+        return source
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from modules.storage.db import Database
 from modules.storage.models import Agent
 from modules.storage.records import now
+from modules.storage.results import rowcount
 
 
 def list_agents(db: Database, conversation_id: str) -> list[Agent]:
@@ -52,7 +53,7 @@ def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
                            .with_for_update(key_share=True)).first()
 
 
-def lock_for_queueing_in(session: Session, agent_id: str) -> Row | None:
+def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | None:
     """The agent, its row share-locked while a message is queued for it: a termination (which discards the
     queue) commits either before, and the sender hears it, or after, and takes the message along."""
     return session.execute(select(Agent.display_name, Agent.terminated).where(Agent.id == agent_id)
@@ -61,8 +62,8 @@ def lock_for_queueing_in(session: Session, agent_id: str) -> Row | None:
 
 def count_with_role(db: Database, conversation_id: str, role: str) -> int:
     with db.read() as s:
-        return s.scalar(select(func.count()).select_from(Agent).where(
-            Agent.conversation_id == conversation_id, Agent.role == role))
+        return s.scalars(select(func.count()).select_from(Agent).where(
+            Agent.conversation_id == conversation_id, Agent.role == role)).one()
 
 
 def insert_agent(db: Database, agent: Agent) -> None:
@@ -85,17 +86,18 @@ def has_child_in_states(db: Database, parent_id: str, states: tuple[str, ...]) -
 
 def mark_terminated_in(session: Session, agent_id: str, kind: str) -> bool:
     """Terminate a live agent of this kind by compare-and-set; False when it was terminated already."""
-    return session.execute(update(Agent).where(Agent.id == agent_id, Agent.kind == kind, Agent.terminated.is_(False))
-                           .values(terminated=True, updated_at=now())).rowcount == 1
+    return rowcount(session.execute(
+        update(Agent).where(Agent.id == agent_id, Agent.kind == kind, Agent.terminated.is_(False))
+        .values(terminated=True, updated_at=now()))) == 1
 
 
 def set_state_in(session: Session, agent_id: str, version: int, state: str) -> bool:
     """Compare-and-set of an agent's state on its version (modules/multi_agent/agent_state.py decides which)."""
-    return session.execute(
+    return rowcount(session.execute(
         update(Agent).where(Agent.id == agent_id, Agent.version == version)
         .values(state=state, version=version + 1, updated_at=now())
         .execution_options(synchronize_session=False)
-    ).rowcount == 1
+    )) == 1
 
 
 def reread_in(session: Session, agent_id: str) -> Agent | None:

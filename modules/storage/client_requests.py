@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from modules.storage.db import Database
 from modules.storage.models import ClientRequest
 from modules.storage.records import now
+from modules.storage.results import rowcount
 
 IN_PROGRESS: dict[str, Any] = {"in_progress": True}
 # A reservation this old never got its answer: the process that made it died mid-send.
@@ -30,10 +31,10 @@ def reserve(db: Database, user_id: int, client_message_id: str) -> dict[str, Any
             return IN_PROGRESS
         if row.response == IN_PROGRESS and now() - row.created_at > ABANDONED_AFTER_S:
             with db.write() as s:
-                taken = s.execute(update(ClientRequest).where(
+                taken = rowcount(s.execute(update(ClientRequest).where(
                     ClientRequest.user_id == user_id, ClientRequest.client_message_id == client_message_id,
                     ClientRequest.created_at == row.created_at,
-                ).values(created_at=now())).rowcount == 1
+                ).values(created_at=now()))) == 1
             return None if taken else IN_PROGRESS
         return row.response
 

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
+from modules.storage.results import rowcount
 
 # A command's states: one constant each.
 RUNNING = "running"
@@ -35,9 +36,9 @@ def lock_running_in(s: Session, command_ids: list[str]) -> list[BackgroundComman
 def request_cancel(db: Database, command_id: str) -> bool:
     """Flag a running command for its owner process to cancel; False when it has ended."""
     with db.write() as s:
-        return s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
+        return rowcount(s.execute(update(BackgroundCommand).where(BackgroundCommand.id == command_id,
                                                          BackgroundCommand.status == RUNNING)
-                         .values(cancel_requested=True)).rowcount == 1
+                         .values(cancel_requested=True))) == 1
 
 
 def running_ids_of_agent(db: Database, agent_id: str) -> list[str]:

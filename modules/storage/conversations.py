@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import delete, exists, func, or_, select, update
 
 from modules.storage.db import Database
 from modules.storage.models import (
     Agent,
     BackgroundCommand,
+    ContextSummary,
     Conversation,
     Message,
     PendingMessageRow,
@@ -17,6 +20,7 @@ from modules.storage.models import (
 )
 from modules.storage.pending_messages import CONSUMED, QUEUED
 from modules.storage.records import new_id, now
+from modules.storage.results import rowcount
 from modules.storage.tasks import ACTIVE_STATUSES
 from modules.storage.unrouted import ROUTING
 
@@ -64,18 +68,18 @@ def list_conversations(db: Database, user_id: int, limit: int = 200, query: str 
 def rename_conversation(db: Database, conversation_id: str, user_id: int, title: str) -> Conversation | None:
     """Set the title of the user's (not deleted) conversation; None when there is no such conversation."""
     with db.write() as s:
-        done = s.execute(update(Conversation).where(
+        done = rowcount(s.execute(update(Conversation).where(
             Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
-            .values(title=title, updated_at=now())).rowcount
+            .values(title=title, updated_at=now())))
     return get_conversation(db, conversation_id, user_id) if done else None
 
 
 def mark_deleted(db: Database, conversation_id: str, user_id: int) -> bool:
     """Hide the conversation from its user at once; False when it was not theirs or already deleted."""
     with db.write() as s:
-        return bool(s.execute(update(Conversation).where(
+        return bool(rowcount(s.execute(update(Conversation).where(
             Conversation.id == conversation_id, Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
-            .values(deleted_at=now())).rowcount)
+            .values(deleted_at=now()))))
 
 
 def retire_agents(db: Database, conversation_id: str) -> list[str]:
@@ -107,7 +111,7 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
             return False
         task_ids = select(Task.id).where(Task.conversation_id == conversation_id)
         s.execute(delete(TaskEvent).where(TaskEvent.task_id.in_(task_ids)))
-        for table in (Task, Message, PendingMessageRow, BackgroundCommand):
+        for table in (Task, Message, ContextSummary, PendingMessageRow, BackgroundCommand):
             s.execute(delete(table).where(table.conversation_id == conversation_id))
         s.execute(delete(SessionEntry).where(SessionEntry.key.like(f"{conversation_id}:%")))
         s.execute(delete(Agent).where(Agent.conversation_id == conversation_id))
@@ -116,7 +120,7 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
 
 
 def touch_conversation(db: Database, conversation_id: str, title: str | None = None) -> None:
-    values: dict = {"updated_at": now()}
+    values: dict[str, Any] = {"updated_at": now()}
     if title is not None:
         values["title"] = title
     with db.write() as s:

@@ -21,8 +21,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -85,11 +86,11 @@ def _normalise_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def _connect_args(dialect: str, timeout_s: float, *, statements_bounded: bool) -> dict:
+def _connect_args(dialect: str, timeout_s: float, *, statements_bounded: bool) -> dict[str, Any]:
     """Driver settings that bound connecting and, unless for migrations, each statement."""
     connect_s = max(2, math.ceil(timeout_s))  # libpq and PyMySQL take whole seconds (libpq at least 2)
     if dialect == "postgresql":
-        args: dict = {"connect_timeout": connect_s}
+        args: dict[str, Any] = {"connect_timeout": connect_s}
         if statements_bounded:
             ms = int(timeout_s * 1000)
             # A session that vanished mid-transaction (its client cut off) releases its row locks too.
@@ -112,7 +113,7 @@ class Database:
         self.timeout_s = timeout_s
         # No pre-ping (a round trip per checkout): a dead connection fails its transaction, which SQLAlchemy
         # takes as a disconnect and so discards every connection pooled before it (see `_bounded`).
-        kwargs: dict = {"echo": echo}
+        kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -169,17 +170,18 @@ class Database:
             self.health.suspect()
             raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
 
-    def _writer(self, limit: float, first: bool):
-        if self._write_lock is None:
+    def _writer(self, limit: float, first: bool) -> AbstractContextManager[None]:
+        lock = self._write_lock
+        if lock is None:
             return nullcontext()
-        return self._first_in_line(limit) if first else self._behind_first(limit)
+        return self._first_in_line(lock, limit) if first else self._behind_first(lock, limit)
 
     @contextmanager
-    def _first_in_line(self, limit: float) -> Iterator[None]:
+    def _first_in_line(self, lock: threading.RLock, limit: float) -> Iterator[None]:
         with self._line:
             self._firsts += 1
         try:
-            if not self._write_lock.acquire(timeout=limit):
+            if not lock.acquire(timeout=limit):
                 raise DeadlineExceeded(f"another write held the database for {limit:g} s")
         finally:
             with self._line:
@@ -188,14 +190,14 @@ class Database:
         try:
             yield
         finally:
-            self._write_lock.release()
+            lock.release()
 
     @contextmanager
-    def _behind_first(self, limit: float) -> Iterator[None]:
+    def _behind_first(self, lock: threading.RLock, limit: float) -> Iterator[None]:
         """A plain writer lets a waiting `first` writer take the lock before it (bounded by `limit`)."""
         with self._line:
             self._line.wait_for(lambda: self._firsts == 0, limit)
-        with _acquired(self._write_lock, limit):
+        with _acquired(lock, limit):
             yield
 
     def probe(self, timeout_s: float = 0.8) -> str | None:
@@ -286,6 +288,8 @@ def _acquired(lock: threading.RLock, limit: float) -> Iterator[None]:
 def _begin_immediate(session: Session, deadline_at: float) -> None:
     """Take SQLite's write lock now, waiting for another process's lock with green sleeps (bounded)."""
     raw = session.connection().connection.driver_connection
+    if raw is None:  # the pool invalidated the connection under us
+        raise DatabaseUnavailable("the SQLite connection was invalidated")
     while True:
         try:
             raw.execute("BEGIN IMMEDIATE")
@@ -303,7 +307,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300]
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     # Transactions are begun explicitly (BEGIN IMMEDIATE for writes), not by the driver before DML.
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()

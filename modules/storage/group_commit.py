@@ -74,7 +74,8 @@ class GroupCommit:
         self._submit([item])
         if item.error is not None:
             raise item.error
-        return item.result
+        result: T = item.result
+        return result
 
     def _submit(self, items: list[_Pending]) -> None:
         """Queue the items; then either lead (commit what is queued, own items included) or follow (wait for
@@ -111,8 +112,11 @@ class GroupCommit:
                         self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
                 with self._lock:
                     self._leading = False
-                    if self._queue:  # the writer of the oldest queued item leads next; the others sleep on
-                        self._queue[0].wake.set()
+                    # The writer of the oldest queued item leads next (every queued item has its writer's
+                    # wake); the others sleep on.
+                    next_wake = self._queue[0].wake if self._queue else None
+                    if next_wake is not None:
+                        next_wake.set()
 
     def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
         """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items
@@ -157,7 +161,7 @@ class GroupCommit:
             for item in batch:
                 if item.step is not None:
                     item.result = item.step(s)
-                else:
+                elif item.table is not None:
                     by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
             for table, rows in by_table.values():
                 s.execute(insert(table), rows)

@@ -60,12 +60,15 @@ def list_messages(db: Database, agent_id: str) -> list[Message]:
         return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
-def model_history(db: Database, agent_id: str) -> list[Row]:
-    """Only the columns a model request carries, as plain rows: the whole history is read before every
-    model call, and building ORM objects for it costs more than the query."""
+def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:
+    """The entries after `after_seq` (a context summary stands for the ones before), with the columns the
+    model's view needs: read by the (agent_id, seq) index, so a request's cost follows the tail, not the
+    whole history."""
     with db.read() as s:
-        return list(s.execute(select(Message.role, Message.content, Message.tool_calls, Message.tool_call_id)
-                              .where(Message.agent_id == agent_id).order_by(Message.seq)))
+        return list(s.execute(
+            select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id,
+                   Message.meta)
+            .where(Message.agent_id == agent_id, Message.seq > after_seq).order_by(Message.seq)))
 
 
 def last_written_at_in(session: Session, agent_id: str) -> float:

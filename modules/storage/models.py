@@ -90,6 +90,26 @@ class Message(Base):
     created_at: Mapped[float] = mapped_column(Double)
 
 
+class ContextSummary(Base):
+    """What an agent's model sees in place of its history up to `through_seq` (the history stays whole)."""
+
+    __tablename__ = "context_summaries"
+    __table_args__ = (Index("ix_context_summaries_agent", "agent_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    summary_id: Mapped[str] = mapped_column(String(36), unique=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    through_seq: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(LongText)
+    summarised_messages: Mapped[int] = mapped_column(Integer)
+    tokens_before: Mapped[int] = mapped_column(Integer)
+    tokens_after: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(128))
+    task_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
 class Task(Base):
     __tablename__ = "tasks"
 

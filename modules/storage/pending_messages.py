@@ -8,24 +8,30 @@ can never both consume one message.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 from sqlalchemy import Row, exists, func, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import ASK_CONSUMER_PREFIX, now
+from modules.storage.results import rowcount
 
-QUEUED, CONSUMED = "queued", "consumed"
+QUEUED: Final = "queued"
+CONSUMED: Final = "consumed"
 QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.conversation_id,
                  PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
                  PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,
                  PendingMessageRow.question_id, PendingMessageRow.meta, PendingMessageRow.created_at)
-_DO_NOTHING = {"sqlite": sqlite_insert, "postgresql": pg_insert}
+_DO_NOTHING: dict[str, Callable[[type[PendingMessageRow]], PgInsert | SqliteInsert]] = {
+    "sqlite": sqlite_insert, "postgresql": pg_insert}
 
 
 def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
@@ -52,13 +58,13 @@ def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[st
             PendingMessageRow.id.in_([r["id"] for r in rows]))))
         fresh = [r for r in rows if r["id"] not in known]
         if fresh:
-            stmt = mysql_insert(PendingMessageRow)
-            session.execute(stmt.on_duplicate_key_update(id=stmt.inserted.id), fresh)
+            upsert = mysql_insert(PendingMessageRow)
+            session.execute(upsert.on_duplicate_key_update(id=upsert.inserted.id), fresh)
         added = {r["id"] for r in fresh}
     return [r["id"] for r in rows if r["id"] in added]
 
 
-def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row]:
+def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row[*tuple[Any, ...]]]:
     """Consume every queued message of the agent, oldest first."""
     token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
     consume = update(PendingMessageRow).values(status=CONSUMED, consumed_by=token, consumed_at=now()) \
@@ -89,40 +95,40 @@ def _updates_return(session: Session) -> bool:
 
 def discard_in(session: Session, agent_id: str, reason: str) -> int:
     """Consume the agent's whole queue without delivering it (the agent was terminated)."""
-    return session.execute(
+    return rowcount(session.execute(
         update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
                                         PendingMessageRow.status == QUEUED)
         .values(status=CONSUMED, consumed_by=reason[:64], consumed_at=now())
-    ).rowcount
+    ))
 
 
 def requeue_answers_taken_after_in(session: Session, agent_id: str, since: float) -> int:
     """Answers that a blocked ask of the agent took after `since` (its last history entry): their process
     died before it wrote them into the history as the ask's result, so they go back to the queue."""
-    return session.execute(
+    return rowcount(session.execute(
         update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
                                         PendingMessageRow.status == CONSUMED,
                                         PendingMessageRow.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"),
                                         PendingMessageRow.consumed_at > since)
         .values(status=QUEUED, consumed_by=None, consumed_at=None)
-    ).rowcount
+    ))
 
 
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:
     """Undo a `take_in` whose taker could not use the message; it keeps its place (`seq`) in the queue."""
-    return session.execute(
+    return rowcount(session.execute(
         update(PendingMessageRow).where(PendingMessageRow.id == message_id, PendingMessageRow.status == CONSUMED,
                                         PendingMessageRow.consumed_by == consumed_by[:64])
         .values(status=QUEUED, consumed_by=None, consumed_at=None)
-    ).rowcount == 1
+    )) == 1
 
 
 def take_in(session: Session, message_id: str, consumed_by: str) -> PendingMessageRow | None:
     """Consume one queued message; None when it is gone already."""
-    won = session.execute(
+    won = rowcount(session.execute(
         update(PendingMessageRow).where(PendingMessageRow.id == message_id, PendingMessageRow.status == QUEUED)
         .values(status=CONSUMED, consumed_by=consumed_by[:64], consumed_at=now())
-    ).rowcount == 1
+    )) == 1
     return session.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).one() if won else None
 
 

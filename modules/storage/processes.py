@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from modules.storage.db import Database
 from modules.storage.models import ServerProcess
 from modules.storage.records import new_id, now
+from modules.storage.results import rowcount
 
 
 def _host_identity() -> str:
@@ -42,7 +43,7 @@ def heartbeat(db: Database, process_id: str) -> None:
     """Beat; a process that a peer wrongly judged gone (and forgot) registers again."""
     with db.write() as s:
         beat = s.execute(update(ServerProcess).where(ServerProcess.id == process_id).values(heartbeat_at=now()))
-        if beat.rowcount == 0:
+        if rowcount(beat) == 0:
             ts = now()
             s.add(ServerProcess(id=process_id, host=HOST, pid=os.getpid(), started_at=ts, heartbeat_at=ts))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Executable, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from modules.storage.db import Database
@@ -38,7 +38,7 @@ class SessionStore:
                 s.delete(row)
 
 
-def _upsert(dialect: str, row: dict[str, Any]):
+def _upsert(dialect: str, row: dict[str, Any]) -> Executable:
     """INSERT ... ON CONFLICT DO UPDATE (PostgreSQL, SQLite) or ON DUPLICATE KEY UPDATE (MySQL, MariaDB)."""
     changes = {"value": row["value"], "updated_at": row["updated_at"]}
     if dialect in ("mysql", "mariadb"):

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from modules.storage.db import Database
 from modules.storage.models import Task, TaskEvent
 from modules.storage.records import new_id, now
+from modules.storage.results import rowcount
 
 # A task's states: one constant each (docs/ARCHITECTURE.md, "Where each mechanism lives").
 PENDING, RUNNING = "pending", "running"
@@ -72,7 +73,7 @@ def set_task_status_in(session: Session, task_id: str, status: str, *, error: di
         query = query.where(Task.status.in_(expected))
     if owner is not None:
         query = query.where(Task.owner == owner)
-    return session.execute(query.values(**values)).rowcount == 1
+    return rowcount(session.execute(query.values(**values))) == 1
 
 
 def next_event_idx(db: Database, task_id: str) -> int:
@@ -109,8 +110,8 @@ def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000
 
 def request_stop(db: Database, task_id: str) -> bool:
     with db.write() as s:
-        return s.execute(update(Task).where(Task.id == task_id, Task.status.in_(ACTIVE_STATUSES))
-                         .values(stop_requested=True)).rowcount == 1
+        return rowcount(s.execute(update(Task).where(Task.id == task_id, Task.status.in_(ACTIVE_STATUSES))
+                         .values(stop_requested=True))) == 1
 
 
 def stop_requested(db: Database, task_ids: list[str]) -> list[str]:

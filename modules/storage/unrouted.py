@@ -9,7 +9,7 @@ the same row only one queues it. `seq` keeps the order of a conversation's sends
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
 from modules.storage.pending_messages import QUEUED
+from modules.storage.results import rowcount
 
-ROUTING = "routing"
+ROUTING: Final = "routing"
 
 
 def store_in(session: Session, values: dict[str, Any]) -> bool:
@@ -48,7 +49,7 @@ def release_in(session: Session, message_id: str, values: dict[str, Any]) -> boo
     done = session.execute(update(PendingMessageRow)
                            .where(PendingMessageRow.id == message_id, PendingMessageRow.status == ROUTING)
                            .values(**values, status=QUEUED))
-    return done.rowcount == 1
+    return rowcount(done) == 1
 
 
 def record_delivery(db: Database, message_id: str, routed: dict[str, Any]) -> None:

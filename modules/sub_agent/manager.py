@@ -77,6 +77,9 @@ class SubAgentManager:
         raise SubAgentError("could not allocate a display name; try again")
 
     def completion_notice(self, agent: Agent, result: TurnResult) -> PendingMessage:
+        """The notice of a sub-agent's finished turn, for its parent."""
+        if agent.parent_id is None:
+            raise SubAgentError(f"{agent.display_name} has no parent to notify")
         return PendingMessage.new(
             id=f"done-{result.task_id}", conversation_id=agent.conversation_id, target_agent_id=agent.parent_id,
             type="notice", content=_build_sub_agent_notice_text(agent.display_name, result),
@@ -86,11 +89,12 @@ class SubAgentManager:
                   "finished_at": now()},
         )
 
-    def list(self, conversation_id: str) -> list[Agent]:
+    def in_conversation(self, conversation_id: str) -> list[Agent]:
         return agent_store.list_of_kind(self._db, conversation_id, SUB_AGENT_KIND)
 
     def running(self, conversation_id: str) -> list[Agent]:
-        return [a for a in self.list(conversation_id) if a.state in (agent_state.RUNNING, agent_state.WAITING)]
+        return [a for a in self.in_conversation(conversation_id)
+                if a.state in (agent_state.RUNNING, agent_state.WAITING)]
 
     def has_running_children(self, parent_id: str) -> bool:
         return agent_store.has_child_in_states(self._db, parent_id, (agent_state.RUNNING, agent_state.WAITING))

@@ -46,6 +46,8 @@ def _create_sub_agent(ctx: ToolContext, args: CreateSubAgentArguments) -> dict[s
     svc = ctx.require_services()
     task = args.task
     parent = agent_store.get_agent(svc.db, ctx.agent_id)
+    if parent is None:
+        return _error("the calling agent is gone")
     try:
         agent = svc.sub_agents.create_sub_agent(parent, args.role, task)
     except SubAgentError as exc:
@@ -111,7 +113,9 @@ def _answer(ctx: ToolContext, question_id: str, answer: str) -> dict[str, Any]:
         return _error(f"no question {question_id!r}")
     if ask.target_agent_id != ctx.agent_id:
         return _error(f"question {question_id} was not asked of you")
-    asker = agent_store.get_agent(svc.db, ask.source_agent_id)
+    asker = agent_store.get_agent(svc.db, ask.source_agent_id) if ask.source_agent_id else None
+    if asker is None:
+        return _error(f"the asker of question {question_id} is gone")
     try:
         routed = svc.router.route_message(asker.id, _message(ctx, asker, "answer", answer, question_id=question_id))
     except RouteError as exc:
@@ -167,7 +171,7 @@ def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, A
 def _ask_master(ctx: ToolContext, args: QuestionArguments) -> dict[str, Any]:
     svc = ctx.require_services()
     me = agent_store.get_agent(svc.db, ctx.agent_id)
-    master = agent_store.get_agent(svc.db, me.parent_id) if me.parent_id else None
+    master = agent_store.get_agent(svc.db, me.parent_id) if me is not None and me.parent_id else None
     if master is None:
         return _error("you have no master to ask")
     return _blocking_ask(ctx, master, args.question)

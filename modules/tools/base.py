@@ -79,7 +79,8 @@ class ToolSpec:
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of `arguments`, without pydantic's titles (they tell the model nothing)."""
-        return _untitled(self.arguments.model_json_schema())
+        schema: dict[str, Any] = _untitled(self.arguments.model_json_schema())
+        return schema
 
     def definition(self) -> dict[str, Any]:
         return {"type": "function", "function": {

@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from modules.config import Settings
 
@@ -74,8 +75,8 @@ class CommandLimits:
 class Launched:
     """A started command and the helper processes that serve it (the network stack)."""
 
-    proc: subprocess.Popen
-    helpers: list[subprocess.Popen] = field(default_factory=list)
+    proc: subprocess.Popen[bytes]
+    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)  # ours to close once the command ends
 
     def release(self) -> None:
@@ -252,10 +253,11 @@ class Sandbox:
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
         return [*drop, *self.limits.prlimit(), "/bin/sh", "-c", command]
 
-    def spawn(self, command: str, workspace: Path, *, stdout, stderr=subprocess.STDOUT) -> Launched:
+    def spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes],
+              stderr: int | IO[bytes] = subprocess.STDOUT) -> Launched:
         """Start `command` under /bin/sh, in its own session (so the whole group can be killed)."""
         inner = self._inner(command, workspace)
-        popen = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
+        popen: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:
             return Launched(subprocess.Popen([*self._outer(), *inner], cwd=workspace, **popen))
@@ -263,7 +265,7 @@ class Sandbox:
             return Launched(subprocess.Popen([*self._bwrap_argv(workspace, []), *inner], **popen))
         return self._spawn_networked(inner, workspace, popen)
 
-    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict) -> Launched:
+    def _spawn_networked(self, inner: list[str], workspace: Path, popen: dict[str, Any]) -> Launched:
         """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
         (where the database, Redis and this server listen). slirp4netns may only configure the namespace
         once bwrap has finished setting it up, so the command's first act is to say so on its standard

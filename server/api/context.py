@@ -18,7 +18,8 @@ from server.runtime import Runtime
 
 
 def runtime() -> Runtime:
-    return current_app.extensions["chat_runtime"]
+    rt: Runtime = current_app.extensions["chat_runtime"]
+    return rt
 
 
 def current_user_id() -> int:

@@ -14,7 +14,7 @@ from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
-from modules.storage.models import Conversation
+from modules.storage.models import Conversation, Message
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -35,7 +35,7 @@ PURGE_RETRY_S = 120.0
 
 @bp.patch("/<conversation_id>")
 @endpoint({200: out.ConversationDetail}, errors=(400, 404), body=RenameConversationBody)
-def rename_conversation(conversation_id: str, body: RenameConversationBody, user_id: int):
+def rename_conversation(conversation_id: str, body: RenameConversationBody, user_id: int) -> out.ConversationDetail:
     """Rename the conversation (1 to 200 characters after stripping white space)."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
@@ -63,7 +63,7 @@ def _purge_when_idle(rt: Runtime, conv: Conversation, agent_ids: list[str], wait
     after `wait_s`."""
     deadline = time.monotonic() + wait_s
     while True:
-        command_logs = [c.log_path for c in rt.commands.list(conv.id)]
+        command_logs = [c.log_path for c in rt.commands.in_conversation(conv.id)]
         if conversation_store.purge_conversation(rt.db, conv.id):
             _remove_files(rt, conv, command_logs)
             return True
@@ -84,7 +84,7 @@ def _purge_later(rt: Runtime, conv: Conversation, agent_ids: list[str]) -> None:
 
 @bp.delete("/<conversation_id>")
 @endpoint({}, errors=(404,), files={204: ""})
-def delete_conversation(conversation_id: str, user_id: int):
+def delete_conversation(conversation_id: str, user_id: int) -> Response:
     """Delete the conversation: its turns and commands are stopped, then its rows and workspace removed.
 
     From the answer on it is in no list and every endpoint answers 404 for it."""
@@ -101,7 +101,7 @@ def delete_conversation(conversation_id: str, user_id: int):
     return Response(status=204)
 
 
-def _last_user_message(rt: Runtime, master_id: str):
+def _last_user_message(rt: Runtime, master_id: str) -> Message | None:
     for msg in reversed(message_store.list_messages(rt.db, master_id)):
         if msg.role == "user" and (msg.meta or {}).get("source", "user") == "user":
             return msg
@@ -110,7 +110,7 @@ def _last_user_message(rt: Runtime, master_id: str):
 
 @bp.post("/<conversation_id>/regenerate")
 @endpoint({202: out.SendAccepted}, errors=(404, 409))
-def regenerate(conversation_id: str, user_id: int):
+def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, int]:
     """A new turn of the master that answers the last user message again; the old answer stays.
 
     The message reaches the master again as a hidden copy (`metadata.regenerate_of` names the original).

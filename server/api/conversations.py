@@ -8,18 +8,19 @@ from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
+from modules.storage import summaries as summary_store
 from server.api import response_models as out
 from server.api.context import conversation_agent, owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import DEFAULT_TITLE, ConversationSearchQuery, CreateConversationBody, MessagesQuery
-from server.api.serializers import agent_out, conversation_detail, conversation_out, message_out
+from server.api.serializers import agent_out, conversation_detail, conversation_out, iso, message_out
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
 
 @bp.post("")
 @endpoint({201: out.ConversationDetail}, errors=(400,), body=CreateConversationBody, body_required=False)
-def create_conversation(body: CreateConversationBody, user_id: int):
+def create_conversation(body: CreateConversationBody, user_id: int) -> tuple[out.ConversationDetail, int]:
     """Create a conversation with its master agent."""
     rt = runtime()
     conv, master = conversation_store.create_conversation(rt.db, user_id, body.title.strip() or DEFAULT_TITLE,
@@ -29,7 +30,7 @@ def create_conversation(body: CreateConversationBody, user_id: int):
 
 @bp.get("")
 @endpoint({200: out.ConversationList}, errors=(400,), query=ConversationSearchQuery)
-def list_conversations(query: ConversationSearchQuery, user_id: int):
+def list_conversations(query: ConversationSearchQuery, user_id: int) -> out.ConversationList:
     """The caller's conversations, newest first; `q` keeps those whose title or a message contains it."""
     convs = conversation_store.list_conversations(runtime().db, user_id, query=query.q or None)
     return out.ConversationList(data=[conversation_out(c) for c in convs])
@@ -37,7 +38,7 @@ def list_conversations(query: ConversationSearchQuery, user_id: int):
 
 @bp.get("/<conversation_id>")
 @endpoint({200: out.ConversationDetail}, errors=(404,))
-def get_conversation(conversation_id: str, user_id: int):
+def get_conversation(conversation_id: str, user_id: int) -> out.ConversationDetail:
     """A conversation with its agents."""
     conv = owned_conversation(conversation_id, user_id)
     return conversation_detail(conv, _agents(conv.id))
@@ -45,12 +46,25 @@ def get_conversation(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/messages")
 @endpoint({200: out.MessageList}, errors=(404,), query=MessagesQuery)
-def list_messages(conversation_id: str, query: MessagesQuery, user_id: int):
+def list_messages(conversation_id: str, query: MessagesQuery, user_id: int) -> out.MessageList:
     """One agent's history, oldest first."""
     conv = owned_conversation(conversation_id, user_id)
     agent = conversation_agent(conv, query.agent)
     msgs = message_store.list_messages(runtime().db, agent.id)
     return out.MessageList(agent_id=agent.id, display_name=agent.display_name, data=[message_out(m) for m in msgs])
+
+
+@bp.get("/<conversation_id>/summaries")
+@endpoint({200: out.ContextSummaryList}, errors=(404,), query=MessagesQuery)
+def list_summaries(conversation_id: str, query: MessagesQuery, user_id: int) -> out.ContextSummaryList:
+    """The context summaries of one agent's history (README, "Long conversations"), oldest first."""
+    conv = owned_conversation(conversation_id, user_id)
+    agent = conversation_agent(conv, query.agent)
+    return out.ContextSummaryList(agent_id=agent.id, data=[
+        out.ContextSummary(summary_id=s.summary_id, summary=s.content, through_seq=s.through_seq,
+                           summarised_messages=s.summarised_messages, tokens_before=s.tokens_before,
+                           tokens_after=s.tokens_after, created_at=iso(s.created_at))
+        for s in summary_store.list_for_agent(runtime().db, agent.id)])
 
 
 def _agents(conversation_id: str) -> list[out.Agent]:
@@ -61,7 +75,7 @@ def _agents(conversation_id: str) -> list[out.Agent]:
 
 @bp.get("/<conversation_id>/agents")
 @endpoint({200: out.AgentList}, errors=(404,))
-def list_agents(conversation_id: str, user_id: int):
+def list_agents(conversation_id: str, user_id: int) -> out.AgentList:
     """The conversation's agents with their state and queue size."""
     conv = owned_conversation(conversation_id, user_id)
     return out.AgentList(data=_agents(conv.id))
@@ -69,7 +83,7 @@ def list_agents(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/running-status")
 @endpoint({200: out.RunningStatus}, errors=(404,))
-def running_status(conversation_id: str, user_id: int):
+def running_status(conversation_id: str, user_id: int) -> out.RunningStatus:
     """Whether the master runs, and what runs in the background."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()

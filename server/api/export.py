@@ -72,7 +72,7 @@ def _filename(conv: Conversation, extension: str) -> str:
 
 @bp.get("/<conversation_id>/export")
 @endpoint({}, errors=(400, 404), query=ExportQuery, files={200: "text/markdown"})
-def export_conversation(conversation_id: str, query: ExportQuery, user_id: int):
+def export_conversation(conversation_id: str, query: ExportQuery, user_id: int) -> Response:
     """Download the conversation: every agent's history, master first, with timestamps.
 
     `format=json` answers `{"conversation": {...}, "agents": [{"agent": {...}, "messages": [...]}]}`

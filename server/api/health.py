@@ -6,7 +6,7 @@ them the page's demo banner reads `demo_model`, and its example chips `examples`
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from modules.llm.demo_model import EXAMPLES
 from server.api.context import runtime
@@ -18,7 +18,7 @@ PROBE_TIMEOUT_S = 0.8
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> tuple[Response, int]:
     rt = runtime()
     db_ok = rt.db.ping(PROBE_TIMEOUT_S)
     body = {"ok": db_ok, "database": rt.db.dialect if db_ok else "unavailable"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint
 
 from modules.storage import pending_messages
@@ -18,7 +20,7 @@ ROUTE_FIELDS = ("route", "delivery", "task_id", "agent_id", "target_agent")
 
 @bp.get("/<message_id>")
 @endpoint({200: out.MessageRoute}, errors=(404,))
-def get_message(message_id: str, user_id: int):
+def get_message(message_id: str, user_id: int) -> out.MessageRoute:
     """Where a message the caller sent went: `status` is `routing` until it is routed."""
     mid = lookup_id(message_id)
     row = pending_messages.get_message(runtime().db, mid) if mid else None
@@ -26,7 +28,7 @@ def get_message(message_id: str, user_id: int):
         raise not_found("message")
     owned_conversation(row.conversation_id, user_id)
     routed = (row.meta or {}).get("routed")
-    done = row.status != ROUTING and isinstance(routed, dict)
-    fields = {k: routed.get(k) for k in ROUTE_FIELDS} if done else {}
+    route = routed if row.status != ROUTING and isinstance(routed, dict) else None
+    fields: dict[str, Any] = {k: route.get(k) for k in ROUTE_FIELDS} if route is not None else {}
     return out.MessageRoute(message_id=row.id, conversation_id=row.conversation_id,
-                            status="routed" if done else ROUTING, **fields)
+                            status="routed" if route is not None else ROUTING, **fields)

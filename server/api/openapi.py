@@ -8,9 +8,9 @@ from http import HTTPStatus
 from typing import Any
 
 from apispec import APISpec
-from flask import Blueprint, Flask, current_app, jsonify
+from flask import Blueprint, Flask, Response, current_app, jsonify
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, JsonSchemaValue, models_json_schema
 
 from server.api.endpoint import Operation
 
@@ -28,7 +28,7 @@ DESCRIPTION = (
 
 
 @bp.get("/openapi.json")
-def openapi_json():
+def openapi_json() -> Response:
     if "openapi_document" not in current_app.extensions:
         current_app.extensions["openapi_document"] = build_document(current_app)
     return jsonify(current_app.extensions["openapi_document"])
@@ -56,7 +56,11 @@ def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
             for name, prop in schema.get("properties", {}).items()]
 
 
-def _operation_dict(arguments: list[str], op: Operation, refs: dict[tuple[type, str], dict]) -> dict[str, Any]:
+# A model's schema reference by (model, mode); pydantic types the model as a model or a pydantic dataclass.
+Refs = dict[tuple[Any, JsonSchemaMode], JsonSchemaValue]
+
+
+def _operation_dict(arguments: list[str], op: Operation, refs: Refs) -> dict[str, Any]:
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
                   for name in arguments]
     if op.query is not None:
@@ -87,7 +91,8 @@ def build_document(app: Flask) -> dict[str, Any]:
     spec = APISpec(title="Agent team chat", version="1", openapi_version="3.1.0",
                    info={"description": DESCRIPTION}, security=[{}, {"bearer": []}])
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})
-    models = {(op.body, "validation") for *_, op in operations if op.body is not None}
+    models: set[tuple[type[BaseModel], JsonSchemaMode]] = {
+        (op.body, "validation") for *_, op in operations if op.body is not None}
     models |= {(model, "serialization") for *_, op in operations for model in op.responses.values()}
     refs, definitions = models_json_schema(sorted(models, key=lambda m: (m[0].__name__, m[1])),
                                            ref_template=REF_TEMPLATE)

@@ -8,15 +8,17 @@ from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo, f
 from pydantic_core import PydanticCustomError
 
 from modules.config import Settings
-from server.api.validation import NonBlankText, RequestModel, stored_text
+from server.api.validation import NonBlankText, RequestModel, check_storable
 
 DEFAULT_TITLE = "New conversation"
 MAX_TITLE_CHARS = 200
 MAX_OFFSET = 2**31 - 1
 
 
-IdText = stored_text(min_length=1, max_length=64)
-ClientMessageId = stored_text(min_length=1, max_length=128)
+# Strings that can be stored, each with its length bounds (in the schema), checked before storability.
+IdText = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(check_storable)]
+ClientMessageId = Annotated[str, StringConstraints(min_length=1, max_length=128), AfterValidator(check_storable)]
+TitleText = Annotated[str, StringConstraints(min_length=0, max_length=MAX_TITLE_CHARS), AfterValidator(check_storable)]
 
 
 def validation_context(settings: Settings) -> dict[str, Any]:
@@ -47,7 +49,7 @@ class SendMessageBody(RequestModel):
 class CreateConversationBody(RequestModel):
     """`POST /api/conversations`; the body may be left out."""
 
-    title: stored_text(max_length=MAX_TITLE_CHARS) = DEFAULT_TITLE
+    title: TitleText = DEFAULT_TITLE
 
 
 class ConversationQuery(RequestModel):
@@ -78,13 +80,13 @@ def _strip(value: str) -> str:
 class RenameConversationBody(RequestModel):
     """`PATCH /api/conversations/<id>`: the new title, 1 to 200 characters once stripped."""
 
-    title: Annotated[stored_text(min_length=1), AfterValidator(_strip),
+    title: Annotated[str, StringConstraints(min_length=1), AfterValidator(check_storable), AfterValidator(_strip),
                      StringConstraints(min_length=1, max_length=MAX_TITLE_CHARS)] = Field(
         description="1 to 200 characters after stripping white space")
 
 
 class ConversationSearchQuery(RequestModel):
-    q: stored_text(max_length=MAX_TITLE_CHARS) | None = Field(
+    q: TitleText | None = Field(
         None, description="only conversations whose title or a user's or agent's message contains this text "
                           "(case-insensitive)")
 

@@ -65,6 +65,22 @@ class MessageList(ResponseModel):
     data: list[Message] = Field(description="the agent's history, oldest first")
 
 
+class ContextSummary(ResponseModel):
+    summary_id: str
+    summary: str = Field(description="what the agent's model sees in place of its history up to `through_seq`")
+    through_seq: int
+    summarised_messages: int
+    tokens_before: int
+    tokens_after: int
+    created_at: Timestamp
+
+
+class ContextSummaryList(ResponseModel):
+    success: Literal[True] = True
+    agent_id: str
+    data: list[ContextSummary] = Field(description="oldest first; the newest is the one in use")
+
+
 class AgentList(ResponseModel):
     success: Literal[True] = True
     data: list[Agent]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from modules.storage import models as rows
 from modules.storage import tasks as task_store
@@ -33,7 +34,7 @@ def message_out(msg: rows.Message) -> out.Message:
                        created_at=iso(msg.created_at))
 
 
-def _task_fields(task: rows.Task) -> dict:
+def _task_fields(task: rows.Task) -> dict[str, Any]:
     return {"task_id": task.id, "status": task.status, "conversation_id": task.conversation_id,
             "agent_id": task.agent_id, "task_type": task.task_type, "created_at": iso(task.created_at),
             "started_at": iso(task.started_at), "finished_at": iso(task.finished_at), "error": task.error}

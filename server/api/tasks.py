@@ -19,7 +19,7 @@ MAX_EVENTS_PER_PAGE = 5000
 
 @bp.post("")
 @endpoint({202: out.SendAccepted}, errors=(404, 409), body=SendMessageBody)
-def send_message(body: SendMessageBody, user_id: int):
+def send_message(body: SendMessageBody, user_id: int) -> tuple[out.SendAccepted, int]:
     """Send a user message.
 
     It is committed to its receiver's queue before this answers; `route` and `delivery` say where it went."""
@@ -29,7 +29,7 @@ def send_message(body: SendMessageBody, user_id: int):
 
 @bp.get("")
 @endpoint({200: out.TaskList}, errors=(400, 404), query=TaskListQuery)
-def list_tasks(query: TaskListQuery, user_id: int):
+def list_tasks(query: TaskListQuery, user_id: int) -> out.TaskList:
     """Every task of the conversation, of every agent, oldest first."""
     conv = owned_conversation(query.conversation_id, user_id)
     tasks = task_store.list_tasks(runtime().db, conv.id, active_only=query.status == "active")
@@ -38,7 +38,7 @@ def list_tasks(query: TaskListQuery, user_id: int):
 
 @bp.get("/<task_id>")
 @endpoint({200: out.TaskDetail}, errors=(400, 404), query=TaskEventsQuery)
-def get_task(task_id: str, query: TaskEventsQuery, user_id: int):
+def get_task(task_id: str, query: TaskEventsQuery, user_id: int) -> out.TaskDetail:
     """A task with its durable event log from offset `from`."""
     task = owned_task(task_id, user_id)
     events = task_store.list_events(runtime().db, task.id, query.offset, MAX_EVENTS_PER_PAGE)
@@ -48,6 +48,6 @@ def get_task(task_id: str, query: TaskEventsQuery, user_id: int):
 
 @bp.post("/<task_id>/cancel")
 @endpoint({200: out.TaskStopping}, errors=(404, 409))
-def cancel_task(task_id: str, user_id: int):
+def cancel_task(task_id: str, user_id: int) -> out.TaskStopping:
     """Stop the task; every open tool call gets a result, so the history stays valid."""
     return out.TaskStopping(task_id=work_control.stop_task(task_id, user_id).id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from server.errors import ApiError
 
@@ -56,10 +56,6 @@ def _not_blank(value: str) -> str:
     return value
 
 
-def stored_text(*, min_length: int = 0, max_length: int | None = None) -> Any:
-    """A string type that can be stored, with its length bounds in the schema."""
-    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length),
-                     AfterValidator(check_storable)]
 
 
 NonBlankText = Annotated[str, StringConstraints(min_length=1), AfterValidator(_not_blank),
@@ -74,7 +70,7 @@ def validated(model: type[M], payload: Any, *, context: dict[str, Any] | None = 
         raise _api_error(model, exc.errors(include_url=False)[0]) from None
 
 
-def _api_error(model: type[BaseModel], error: dict[str, Any]) -> ApiError:
+def _api_error(model: type[BaseModel], error: ErrorDetails) -> ApiError:
     if not error["loc"]:
         return ApiError(400, "invalid_json", "the body must be a JSON object")
     field = str(error["loc"][0])

@@ -13,8 +13,9 @@ import os
 import stat
 import uuid
 from pathlib import Path
+from typing import IO
 
-from flask import Blueprint, request, send_file
+from flask import Blueprint, Response, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from server.api import response_models as out
@@ -64,7 +65,7 @@ def _regular(path: Path) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def _store(source, target: Path, staging: Path, limit: int) -> os.stat_result:
+def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.stat_result:
     """Copy the upload to `staging`, then rename it to `target`; 413 (and nothing kept) past `limit` bytes."""
     staging.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -84,7 +85,7 @@ def _store(source, target: Path, staging: Path, limit: int) -> os.stat_result:
 
 @bp.post("/<conversation_id>/files")
 @endpoint({201: out.WorkspaceFile}, errors=(400, 404, 413), upload="file")
-def upload_file(conversation_id: str, user_id: int):
+def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, int]:
     """Upload a file into the conversation's workspace (multipart field `file`).
 
     Larger than UPLOAD_MAX_MB answers 413 `file_too_large`; a name with `/`, `..` or NUL answers 400
@@ -110,7 +111,7 @@ def upload_file(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/files")
 @endpoint({200: out.WorkspaceFileList}, errors=(404,))
-def list_files(conversation_id: str, user_id: int):
+def list_files(conversation_id: str, user_id: int) -> out.WorkspaceFileList:
     """The regular files at the top of the conversation's workspace, by name."""
     conv = owned_conversation(conversation_id, user_id)
     folder = runtime().settings.workspaces_dir / conv.id
@@ -125,7 +126,7 @@ def list_files(conversation_id: str, user_id: int):
 
 @bp.get("/<conversation_id>/files/<name>")
 @endpoint({}, errors=(400, 404), files={200: "application/octet-stream"})
-def download_file(conversation_id: str, name: str, user_id: int):
+def download_file(conversation_id: str, name: str, user_id: int) -> Response:
     """Download one file of the conversation's workspace (as an attachment)."""
     conv = owned_conversation(conversation_id, user_id)
     name = checked_name(name)

@@ -12,6 +12,7 @@ from modules.agents.profiles import AgentProfile
 from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ChatModel
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import ActiveAgentSessionStore, MessageRouter
@@ -46,6 +47,7 @@ class TurnRuntime(Protocol):
     sandbox: Sandbox
     services: AgentServices
     suggestions: SuggestionService
+    refused_sizes: RefusedSizes
 
     def workspace(self, conversation_id: str) -> Path: ...
 

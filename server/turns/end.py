@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, TypeVarTuple
 
 from sqlalchemy.orm import Session
 
@@ -38,17 +39,23 @@ from server.turns.types import STOPPED, SUCCEEDED, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiters
 
 log = logging.getLogger(__name__)
+Ts = TypeVarTuple("Ts")
 
 STOP_REASON = "cancelled: the user stopped the task"
 _CLOSE_REASONS = {STOPPED: STOP_REASON, SUCCEEDED: "closed: the turn ended before this call ran"}
 _FAILED_REASON = "failed: the task ended before this call ran"
 
 
+class BackgroundFlags(TypedDict):
+    has_running_sub_agents: bool
+    has_running_background_commands: bool
+
+
 @dataclass(frozen=True)
 class _Facts:
     """What the end reads before its transaction (none of it is written there)."""
 
-    flags: dict[str, Any]
+    flags: BackgroundFlags
     busy_sub_agents: list[dict[str, Any]]
     result: TurnResult | None
     notice: PendingMessage | None
@@ -61,7 +68,7 @@ class _Ended:
     payloads: list[tuple[str, dict[str, Any]]]
 
 
-def background_flags(rt: TurnRuntime, conversation_id: str) -> dict[str, Any]:
+def background_flags(rt: TurnRuntime, conversation_id: str) -> BackgroundFlags:
     return {"has_running_sub_agents": bool(rt.sub_agents.running(conversation_id)),
             "has_running_background_commands": rt.commands.has_running(conversation_id)}
 
@@ -92,7 +99,7 @@ def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: T
     return True
 
 
-def after_commit(step, *args) -> None:
+def after_commit(step: Callable[[*Ts], object], *args: *Ts) -> None:
     try:
         step(*args)
     except Exception:
@@ -145,9 +152,9 @@ def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnO
         if facts.busy_sub_agents:
             events.append(("sub_agent_waiting", {"count": len(facts.busy_sub_agents), "tasks": facts.busy_sub_agents}))
         if outcome.status == SUCCEEDED:
-            events.append(("task_complete", facts.flags))
+            events.append(("task_complete", {**facts.flags}))
         elif outcome.status == STOPPED:
-            events.append(("task_stopped", facts.flags))
+            events.append(("task_stopped", {**facts.flags}))
         else:
             events.append(("error", {**(outcome.error or {}), **facts.flags}))
         payloads = sender.payloads(events)

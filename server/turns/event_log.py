@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -35,7 +36,11 @@ from modules.storage.records import now
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[int], None]
+# Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
+_TASK_EVENTS = cast(Table, TaskEvent.__table__)
 CHUNK = "text_chunk"
+REASONING_CHUNK = "reasoning_chunk"  # the model's thinking as it streams, coalesced the same way
+CHUNK_TYPES = (CHUNK, REASONING_CHUNK)
 
 
 @dataclass
@@ -46,6 +51,7 @@ class _Buffered:
     data: dict[str, Any]
     deliver: Callable[[int, list[tuple[str, dict[str, Any]]]], None] | None
     due: float
+    type: str = CHUNK
 
 
 class EventLog:
@@ -75,20 +81,23 @@ class EventLog:
             return idx
 
     def append_chunk(self, task_id: str, data: dict[str, Any],
-                     deliver: Callable[[int, list[tuple[str, dict[str, Any]]]], None]) -> int:
-        """A `text_chunk` (with `message_id` and `content`): coalesced with the message's previous chunk
-        while that one waits; `deliver(idx, payloads)` sends what was written. Returns the chunk's index."""
+                     deliver: Callable[[int, list[tuple[str, dict[str, Any]]]], None], event_type: str = CHUNK) -> int:
+        """A `text_chunk` or `reasoning_chunk` (with `message_id` and `content`): coalesced with the
+        message's previous chunk of the same type while that one waits; `deliver(idx, payloads)` sends what
+        was written. Returns the chunk's index."""
         if self._flush_s <= 0:
-            return self.append_many(task_id, [(CHUNK, data)], lambda first: deliver(first, [(CHUNK, data)]))
+            return self.append_many(task_id, [(event_type, data)],
+                                    lambda first: deliver(first, [(event_type, data)]))
         with self._locked(task_id):
             held = self._buffered.get(task_id)
-            if held is not None and held.data.get("message_id") == data.get("message_id") \
+            if held is not None and held.type == event_type and held.data.get("message_id") == data.get("message_id") \
                     and time.monotonic() < held.due:
                 held.data = {**held.data, "content": held.data.get("content", "") + data.get("content", "")}
                 return held.idx
             self._flush_locked(task_id)
             idx = self._take(task_id, 1)
-            self._buffered[task_id] = _Buffered(idx, dict(data), deliver, time.monotonic() + self._flush_s)
+            self._buffered[task_id] = _Buffered(idx, dict(data), deliver, time.monotonic() + self._flush_s,
+                                                event_type)
         with self._due:
             self._ensure_flusher()
             self._due.notify()
@@ -136,7 +145,7 @@ class EventLog:
         rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
                 for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(TaskEvent.__table__, rows)
+            self.writer.insert(_TASK_EVENTS, rows)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again
@@ -147,7 +156,7 @@ class EventLog:
         if held is None:
             return
         try:
-            self._write(task_id, [(held.idx, [(CHUNK, held.data)])])
+            self._write(task_id, [(held.idx, [(held.type, held.data)])])
         except IntegrityError:  # only a process that took the task over writes at our index: theirs now
             log.warning("task %s: index %d of its log is taken; a chunk written after a takeover is dropped",
                         task_id, held.idx)
@@ -156,7 +165,7 @@ class EventLog:
             self._buffered[task_id] = held  # the caller's retry writes it, still before what follows
             raise
         if held.deliver is not None:
-            held.deliver(held.idx, [(CHUNK, held.data)])
+            held.deliver(held.idx, [(held.type, held.data)])
 
     # -- the window's end -----------------------------------------------------------------
 
@@ -197,8 +206,9 @@ class EventLog:
             return
         try:
             ts = now()
-            errors = self.writer.insert_each(TaskEvent.__table__, [
-                [dict(task_id=task_id, idx=held.idx, type=CHUNK, data=held.data, ts=ts)] for task_id, _, held in taken])
+            errors = self.writer.insert_each(_TASK_EVENTS, [
+                [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts)]
+                for task_id, _, held in taken])
         except BaseException:
             for _, lock, _held in taken:
                 lock.release()
@@ -214,6 +224,6 @@ class EventLog:
                 with self._guard:
                     self._next.pop(task_id, None)
             elif held.deliver is not None:
-                held.deliver(held.idx, [(CHUNK, held.data)])
+                held.deliver(held.idx, [(held.type, held.data)])
         finally:
             lock.release()

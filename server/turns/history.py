@@ -1,5 +1,6 @@
-"""A turn's history: stored messages <-> model messages, persisting replies, closing open tool calls, and the
-ownership check that guards every write (docs/ARCHITECTURE.md, "The turn package")."""
+"""A turn's history: persisting replies and tool results, closing open tool calls, and the ownership check
+that guards every write (docs/ARCHITECTURE.md, "The turn package"); the model's view of it is
+server/turns/context_window.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from modules.llm import ToolCall
@@ -23,23 +23,6 @@ def turn_is_ours(rt: TurnRuntime, turn: Turn) -> bool:
     """False once another process took the task over (it judged this one gone): from then on this
     process must not write the agent's history."""
     return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
-
-
-def to_model_message(msg: Message | Row) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": msg.role, "content": msg.content or ""}
-    if msg.role == "assistant" and msg.tool_calls:
-        out["tool_calls"] = msg.tool_calls
-        if not msg.content:
-            out["content"] = None
-    if msg.role == "tool":
-        out["tool_call_id"] = msg.tool_call_id
-    return out
-
-
-def build_model_messages(rt: TurnRuntime, turn: Turn) -> list[dict[str, Any]]:
-    system = turn.profile.system_message(turn.display_name)
-    history = message_store.model_history(rt.db, turn.agent_id)
-    return [{"role": "system", "content": system}, *(to_model_message(m) for m in history)]
 
 
 def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, content: str,

@@ -29,7 +29,7 @@ from modules.storage.records import new_id
 from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
-from server.turns.end import after_commit, background_flags, finish_turn
+from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
 from server.turns.events import emit_pending_count, emit_user_messages, state_event
 from server.turns.recovery import Recovery
 from server.turns.types import FAILED, STOPPED, Turn, TurnOutcome
@@ -80,7 +80,7 @@ class TurnManager:
         """Whether completions may still come for the agent: its commands or sub-agents still run."""
         return self._rt.commands.has_running(agent_id=agent_id) or self._rt.sub_agents.has_running_children(agent_id)
 
-    def background_flags(self, conversation_id: str) -> dict[str, object]:
+    def background_flags(self, conversation_id: str) -> BackgroundFlags:
         return background_flags(self._rt, conversation_id)
 
     def expect_turn(self, agent_id: str) -> TurnWaiter:

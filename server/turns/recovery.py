@@ -16,6 +16,7 @@ from typing import Any
 
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
+from modules.multi_agent.pending import PendingMessage
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -99,7 +100,8 @@ class Recovery:
                                          self._partial_output(task.agent_id))
                 released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
             events = [("agent_state", state_event(released))] if released is not None else []
-            final = ("task_stopped", _NO_BACKGROUND) if status == STOPPED else ("error", {**error, **_NO_BACKGROUND})
+            final = (("task_stopped", _NO_BACKGROUND) if status == STOPPED
+                     else ("error", {**(error or {}), **_NO_BACKGROUND}))
             payloads = sender.payloads([*events, final])
             first = rt.event_log.append_in(s, task.id, payloads)
         rt.event_log.forget(task.id)
@@ -136,7 +138,7 @@ class Recovery:
         settings = self._rt.settings
         return lambda call_id: partial_output(settings.data_dir, agent_id, call_id, settings.command_output_tail_chars)
 
-    def _notice(self, task: Task, status: str, reason: str):
+    def _notice(self, task: Task, status: str, reason: str) -> PendingMessage | None:
         """The parent of a sub-agent whose turn ended this way hears of it, as of any end."""
         agent = agent_store.get_agent(self._rt.db, task.agent_id)
         if agent is None or agent.kind == MASTER_KIND or agent.parent_id is None or agent.terminated \

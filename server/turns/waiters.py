@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from modules.sub_agent.manager import TurnResult
 
@@ -17,7 +18,7 @@ class TurnWaiter:
         self.event = threading.Event()
         self.result: TurnResult | None = None
 
-    def wait(self, timeout_s: float, should_stop) -> TurnResult | None:
+    def wait(self, timeout_s: float, should_stop: Callable[[], bool]) -> TurnResult | None:
         deadline = time.monotonic() + timeout_s
         try:
             while not self.event.is_set() and not should_stop():

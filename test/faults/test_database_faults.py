@@ -17,7 +17,7 @@ from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.faults.helpers import Ledger, assert_answers_next, assert_reports_outage, assert_settled
 from test.faults.proxy import BLACKHOLE, FaultProxy
-from test.integration.test_notifications import MASTER, history, notices
+from test.integration.helpers import MASTER, history, notices
 from test.scripted_llm import text, tool_calls
 
 ENV = {"DB_TIMEOUT_S": "2"}

@@ -8,7 +8,7 @@ import time
 import socketio
 
 from test.conftest import wait_until
-from test.integration.test_notifications import history
+from test.integration.helpers import history
 from test.scripted_llm import match_system, text
 
 ROUTER = match_system("You are RoutingAgent")

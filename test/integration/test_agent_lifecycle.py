@@ -10,7 +10,7 @@ import threading
 import time
 
 from test.conftest import wait_until
-from test.integration.test_notifications import master_tasks
+from test.integration.helpers import master_tasks
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")

@@ -10,7 +10,7 @@ import time
 import socketio
 
 from test.conftest import event_types, wait_until
-from test.integration.test_notifications import master_tasks
+from test.integration.helpers import master_tasks
 from test.scripted_llm import error, hang, text, tool_calls
 
 

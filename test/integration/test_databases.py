@@ -11,7 +11,7 @@ import pytest
 
 from test.conftest import ROOT, event_types, wait_until
 from test.db_urls import fresh_database
-from test.integration.test_notifications import MASTER, history, master_tasks, notices
+from test.integration.helpers import MASTER, history, master_tasks, notices
 from test.scripted_llm import text, tool_calls
 
 

@@ -10,7 +10,7 @@ import socketio
 
 from test.conftest import wait_until
 from test.db_urls import fresh_database
-from test.integration.test_notifications import MASTER, master_tasks
+from test.integration.helpers import MASTER, master_tasks
 from test.scripted_llm import text, tool_calls
 
 

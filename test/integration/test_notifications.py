@@ -6,29 +6,8 @@ import json
 import threading
 
 from test.conftest import event_types, wait_until
-from test.scripted_llm import dynamic, match_system, text, tool_calls
-
-MASTER = match_system("You are MasterAgent")
-
-
-def sub(n: int, role: str = "InfoAgent"):
-    return match_system(f"You are {role}_{n} ")
-
-
-def master_tasks(server, cid):
-    master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
-    return [t for t in server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
-            if t["agent_id"] == master["agent_id"]]
-
-
-def history(server, cid, agent=None):
-    path = f"/api/conversations/{cid}/messages" + (f"?agent={agent}" if agent else "")
-    return server.get(path).json()["data"]
-
-
-def notices(msgs):
-    return [m for m in msgs if m["role"] == "user" and m["metadata"].get("source") in ("sub_agent",
-                                                                                      "background_command")]
+from test.integration.helpers import MASTER, history, master_tasks, notices, sub
+from test.scripted_llm import dynamic, text, tool_calls
 
 
 def test_three_background_sub_agents_cost_two_follow_ups(server, llm):

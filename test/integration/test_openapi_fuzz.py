@@ -16,7 +16,7 @@ from schemathesis.checks import (
 )
 
 from test.conftest import wait_until
-from test.integration.test_notifications import MASTER
+from test.integration.helpers import MASTER
 from test.scripted_llm import text, tool_calls
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -59,7 +59,7 @@ def test_finished_commands_are_pending_until_their_notices_are_drained(tmp_path)
     _wait(lambda: len(manager.poll_updates(conv.id)) == 3)
     assert not manager.has_running(conv.id)
     assert [c.id for c in manager.poll_updates(conv.id)] == sorted(ids, key=lambda i: next(
-        c.finished_at for c in manager.list(conv.id) if c.id == i))
+        c.finished_at for c in manager.in_conversation(conv.id) if c.id == i))
     assert manager.has_pending_for_conversation(conv.id) and delivered
     drained = router.consume_pending_messages(master.id, conv.id, "task-1")
     assert len(drained) == 3 and all("exit code 0" in m.content for m in drained)
@@ -69,13 +69,13 @@ def test_finished_commands_are_pending_until_their_notices_are_drained(tmp_path)
 def test_a_command_whose_process_is_gone_is_reported_lost_once(tmp_path):
     db, conv, master, router, manager, _ = _setup(tmp_path)
     manager.start(conv.id, master.id, "sleep 30", tmp_path / "ws", 60)
-    _wait(lambda: manager.list(conv.id)[0].pid)
+    _wait(lambda: manager.in_conversation(conv.id)[0].pid)
     successor = BackgroundCommandManager(db, router, sandbox=SANDBOX, logs_dir=tmp_path / "logs", tail_chars=1000,
                                          spawn=_spawn,
                                          owner="proc-2")
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 1
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 0
-    cmd = manager.list(conv.id)[0]
+    cmd = manager.in_conversation(conv.id)[0]
     assert cmd.status == "lost" and "its result is lost" in cmd.error
     notices = router.consume_pending_messages(master.id, conv.id, "task-1")
     assert len(notices) == 1 and "lost" in notices[0].content
@@ -92,7 +92,7 @@ def test_output_with_nul_bytes_is_stored_and_holds_up_no_other_command(tmp_path)
         _wait(lambda: not manager.has_running(conv.id))
         fine = manager.start(conv.id, master.id, "echo fine", tmp_path / "ws", 10)
         _wait(lambda: not manager.has_running(conv.id))
-        by_id = {c.id: c for c in manager.list(conv.id)}
+        by_id = {c.id: c for c in manager.in_conversation(conv.id)}
         assert by_id[nul].status == "succeeded" and by_id[nul].output_tail == "a\ufffdb"
         assert by_id[fine].status == "succeeded" and by_id[fine].output_tail.strip() == "fine"
         assert len(router.consume_pending_messages(master.id, conv.id, "task-1")) == 2
@@ -117,7 +117,7 @@ def test_recovery_kills_a_dead_servers_command_but_never_a_process_that_reused_i
         assert manager.recover_lost({"proc-dead": processes.HOST}) == 2
         assert orphan.wait(5) == -9
         assert bystander.poll() is None
-        assert {c.status for c in manager.list(conv.id)} == {"lost"}
+        assert {c.status for c in manager.in_conversation(conv.id)} == {"lost"}
     finally:
         bystander.kill()
         orphan.kill()
@@ -234,7 +234,7 @@ def test_logs_are_pruned_at_most_hourly_unless_forced(tmp_path, monkeypatch):
 def test_logs_of_commands_ended_longer_ago_than_the_retention_are_deleted(tmp_path):
     db, conv, master, router, manager, _ = _setup(tmp_path)
     running_id = manager.start(conv.id, master.id, "sleep 30", tmp_path / "ws", 60)
-    _wait(lambda: manager.list(conv.id)[0].pid)
+    _wait(lambda: manager.in_conversation(conv.id)[0].pid)
     old, fresh = tmp_path / "logs" / "old.log", tmp_path / "logs" / "fresh.log"
     old.write_text("old")
     fresh.write_text("fresh")

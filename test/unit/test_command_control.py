@@ -145,7 +145,7 @@ def test_a_terminated_agents_commands_are_all_cancelled_and_only_its_own(cmds):
     assert [manager.get(c).status for c in mine] == ["cancelled", "cancelled"]
     assert manager.has_running(other_conv.id) and not manager.has_running(conv.id)
     assert manager.has_running() and manager.get(theirs).status == "running"
-    assert [c.id for c in manager.list(other_conv.id)] == [theirs]
+    assert [c.id for c in manager.in_conversation(other_conv.id)] == [theirs]
     assert manager.has_pending_for_conversation(conv.id)  # finished, its notices not delivered yet
     assert [c.id for c in manager.poll_updates(conv.id)] == [
         c.id for c in sorted((manager.get(i) for i in mine), key=lambda c: c.finished_at)]

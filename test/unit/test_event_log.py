@@ -133,6 +133,22 @@ def test_chunks_of_one_message_become_one_event_and_other_events_keep_their_plac
     assert transport.not_durable == []
 
 
+def test_thinking_chunks_are_coalesced_apart_from_the_text_chunks_of_the_same_message(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=30.0), Recorder(db)
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    for piece in ("I th", "ink", " so."):
+        sender.emit("reasoning_chunk", {"message_id": "m1", "content": piece})
+    for piece in ("Ye", "s."):
+        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
+    sender.emit("text_end", {"message_id": "m1", "content": "Yes."})
+
+    expected = [("reasoning_chunk", "I think so."), ("text_chunk", "Yes."), ("text_end", "Yes.")]
+    assert [(e.type, e.data.get("content")) for e in task_store.list_events(db, task_id)] == expected
+    assert [(t, d.get("content")) for t, d in transport.of(task_id)] == expected
+
+
 def test_a_chunk_goes_out_when_its_window_ends_without_another_event(team):
     db, conv, master = team
     log, transport = EventLog(db, flush_s=0.05), Recorder(db)

@@ -25,11 +25,11 @@ from test.scripted_llm import (
     text,
     tool_calls,
 )
+from test.unit.scripted_client import USER, make_model
 
 pytestmark = pytest.mark.timeout(30)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-USER = [{"role": "user", "content": "hi"}]
 RUN_COMMAND_TOOL = {
     "type": "function",
     "function": {
@@ -38,18 +38,6 @@ RUN_COMMAND_TOOL = {
         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     },
 }
-
-
-def make_model(server: ScriptedLLMServer, **overrides) -> OpenAIChatModel:
-    options = {
-        "base_url": server.base_url,
-        "api_key": "test-key",
-        "default_model": "scripted-model",
-        "timeout_s": 5,
-        "backoff_base_s": 0.01,
-        "backoff_max_s": 0.05,
-    }
-    return OpenAIChatModel(**(options | overrides))
 
 
 class Retries:

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from test.scripted_llm import match_last_user, match_model, match_system, text, tool_calls
-from test.unit.test_llm_client import USER, make_model
+from test.unit.scripted_client import USER, make_model
 
 pytestmark = pytest.mark.timeout(30)
 

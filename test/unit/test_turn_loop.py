@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from modules.agents.profiles import load_profiles
+from modules.config import Settings
+from modules.context.budget import RefusedSizes
 from modules.llm import ModelError, ModelReply, ToolCall
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.storage import conversations
@@ -41,7 +43,7 @@ class Model:
     def __init__(self, *replies, during=None):
         self.replies, self.during, self.requests = list(replies), during or {}, []
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning=None):
         self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
         if hook := self.during.get(len(self.requests) - 1):
             hook()
@@ -105,11 +107,11 @@ def flow(tmp_path):
                                          owner="me")
     active = []
     rt = SimpleNamespace(db=db, router=MessageRouter(db), membership=SimpleNamespace(process_id="me"),
-                         settings=SimpleNamespace(max_tool_iterations=3, llm_model="the-model"),
+                         settings=Settings(max_tool_iterations=3, llm_model="the-model"),
                          services=SimpleNamespace(name="the agent services"), transport=Transport(),
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
-                         sandbox=Sandbox(mode="off"))
+                         sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes())
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"])
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)

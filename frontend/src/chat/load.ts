@@ -3,7 +3,7 @@
 
 import { api } from "../api";
 import { historyItems, mergeByTime } from "../history";
-import type { AgentInfo, MessagesAnswer, StatusItem, TaskSummary, TimelineItem } from "../types";
+import type { AgentInfo, CompactedItem, MessagesAnswer, StatusItem, StoredSummary, TaskSummary, TimelineItem } from "../types";
 
 export async function fetchConversation(conversationId: string) {
   const cid = encodeURIComponent(conversationId);
@@ -30,6 +30,15 @@ export function failedTaskLines(tasks: TaskSummary[], masterAgentId: string): St
     });
 }
 
+/** The quiet "earlier messages summarised" lines of the master's context summaries, where each was written. */
+export function summaryLines(summaries: StoredSummary[], agentId: string): CompactedItem[] {
+  return summaries.map((s) => {
+    const ts = s.created_at ? Date.parse(s.created_at) : NaN;
+    return { kind: "compacted", key: `c:${s.summary_id}`, summaryId: s.summary_id, summary: s.summary,
+      summarisedMessages: s.summarised_messages, agentId, ts: Number.isNaN(ts) ? undefined : ts };
+  });
+}
+
 /** The master's history, what the user did with sub-agents (their questions, the user's messages routed to
  * them and their replies) and the master's failed tasks, in time order. */
 export async function mergedHistory(
@@ -40,13 +49,16 @@ export async function mergedHistory(
 ): Promise<{ items: TimelineItem[]; messageIds: string[] }> {
   const cid = encodeURIComponent(conversationId);
   const subs = agents.filter((a) => a.agent_id !== history.agent_id);
-  const subHistories = await Promise.all(
-    subs.map((a) =>
+  const [subHistories, summaries] = await Promise.all([
+    Promise.all(subs.map((a) =>
       api<MessagesAnswer>(`/api/conversations/${cid}/messages?agent=${encodeURIComponent(a.agent_id)}`).catch(() => null),
-    ),
-  );
+    )),
+    api<{ data: StoredSummary[] }>(`/api/conversations/${cid}/summaries`).catch(() => ({ data: [] })),
+  ]);
   const parts = [historyItems(history.data, history.display_name)];
   for (const h of subHistories) if (h) parts.push(historyItems(h.data, h.display_name, true));
   const lines = failedTaskLines(tasks, history.agent_id);
-  return { items: mergeByTime([...parts.map((p) => p.items), lines]), messageIds: parts.flatMap((p) => [...p.messageIds]) };
+  const compacted = summaryLines(summaries.data, history.agent_id);
+  return { items: mergeByTime([...parts.map((p) => p.items), lines, compacted]),
+    messageIds: parts.flatMap((p) => [...p.messageIds]) };
 }

@@ -7,8 +7,8 @@
 import { reactive } from "vue";
 import { askAnswerOf, optionsOf, parseJson, str } from "../history";
 import type { AskItem, NoticeItem, StatusItem, TimelineItem, ToolItem, UserItem } from "../types";
-import type { AskUserEvent, ErrorEvent, RouteEvent, ServerEvent, SuggestionsEvent, TaskEndEvent, TextChunkEvent,
-  TextEndEvent, ToolResultEvent, UserMessageEvent } from "../generated/events";
+import type { AskUserEvent, ContextCompactedEvent, ErrorEvent, RouteEvent, ServerEvent, SuggestionsEvent, TaskEndEvent,
+  TextChunkEvent, TextEndEvent, ToolResultEvent, UserMessageEvent } from "../generated/events";
 
 export interface Suggestions {
   messageId: string;
@@ -49,6 +49,7 @@ export class Timeline {
   private asksByToolCall = new Map<string, AskItem>();
   private lastAskToolCall = new Map<string, string>(); // agent_id -> tool_call_id of its open ask_user
   private statusKeys = new Set<string>();
+  private summaries = new Set<string>(); // summary ids of the "earlier messages summarised" lines shown
 
   constructor(
     private state: TimelineState,
@@ -65,6 +66,7 @@ export class Timeline {
     this.asksByToolCall.clear();
     this.lastAskToolCall.clear();
     this.statusKeys.clear();
+    this.summaries.clear();
   }
 
   /** Stored history, merged in time order: its message ids are known, so live events of them are dropped. */
@@ -125,6 +127,11 @@ export class Timeline {
       case "text_chunk":
         this.onChunk(ev.data, agentId, taskId);
         break;
+      case "reasoning_chunk": {
+        const item = this.messages.get(str(ev.data.message_id));
+        if (item?.kind === "assistant" && !item.fromHistory && !item.done) item.reasoning = (item.reasoning ?? "") + str(ev.data.content);
+        break;
+      }
       case "text_end":
         this.onTextEnd(ev.data, agentId, taskId);
         break;
@@ -159,6 +166,9 @@ export class Timeline {
       case "route":
         this.onRoute(ev.data);
         break;
+      case "context_compacted":
+        this.onCompacted(ev.data, agentId, taskId);
+        break;
       default:
         break;
     }
@@ -183,7 +193,8 @@ export class Timeline {
     if (!item) {
       if (content && !this.knownMessageIds.has(id)) {
         this.push({ kind: "assistant", key: `m:${id}`, messageId: id, text: content, done: true,
-          agentName: this.roster.agentName(agentId), agentId, taskId, ts: Date.now() });
+          agentName: this.roster.agentName(agentId), agentId, taskId, ts: Date.now(),
+          reasoning: str(d.reasoning) || undefined, truncated: d.truncated === true || undefined });
       }
       return;
     }
@@ -192,6 +203,16 @@ export class Timeline {
     item.text = content || item.text;
     item.done = true;
     if (d.partial === true) item.interrupted = true;
+    if (d.truncated === true) item.truncated = true;
+    if (d.reasoning) item.reasoning = str(d.reasoning);
+  }
+
+  /** The master's older messages were summarised for its model: one quiet line, once per summary. */
+  private onCompacted(d: ContextCompactedEvent, agentId: string | undefined, taskId: string | undefined): void {
+    const id = str(d.summary_id);
+    if (!id || this.summaries.has(id) || !this.roster.isMaster(agentId)) return;
+    this.push({ kind: "compacted", key: `c:${id}`, summaryId: id, summary: str(d.summary),
+      summarisedMessages: Number(d.summarised_messages) || 0, agentId, taskId, ts: Date.now() });
   }
 
   private onToolResult(d: ToolResultEvent, agentId: string | undefined, taskId: string | undefined): void {
@@ -378,6 +399,9 @@ export class Timeline {
         break;
       case "status":
         this.statusKeys.add(item.key.slice(2)); // a line from the stored tasks: its event's replay adds none
+        break;
+      case "compacted":
+        this.summaries.add(item.summaryId);
         break;
     }
   }

@@ -32,6 +32,20 @@ export interface AskUserEvent {
   display_name: string;
 }
 
+/** The agent's older messages were summarised for its model (README, "Long conversations"): from now on its model sees `summary` in place of its history up to `through_seq`; the stored history stays whole. Token counts are the estimate of the agent's next request before and after. */
+export interface ContextCompactedEvent {
+  task_id: string;
+  conversation_id: string;
+  agent_id: string;
+  idx?: number;
+  summary_id: string;
+  summary: string;
+  through_seq: number;
+  summarised_messages: number;
+  tokens_before: number;
+  tokens_after: number;
+}
+
 export interface ErrorEvent {
   task_id: string;
   conversation_id: string;
@@ -48,6 +62,16 @@ export interface PendingCountEvent {
   agent_id: string;
   conversation_id: string;
   pending_count: number;
+}
+
+/** The model's thinking as it streams (coalesced like `text_chunk`); never part of the reply's text. */
+export interface ReasoningChunkEvent {
+  task_id: string;
+  conversation_id: string;
+  agent_id: string;
+  idx?: number;
+  message_id: string;
+  content: string;
 }
 
 /** Where a user's message went: sent to the room when routed (no `task_id`/`idx`), and logged in the receiving task after the `user_message` it routed. */
@@ -112,7 +136,7 @@ export interface TextChunkEvent {
   content: string;
 }
 
-/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and `stopped` when the user stopped it mid-answer (the history keeps the same marks in `metadata`). */
+/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit (`finish_reason: "length"`); `reasoning` is the model's thinking, never part of `content` (the history keeps the same marks and the reasoning in `metadata`). */
 export interface TextEndEvent {
   task_id: string;
   conversation_id: string;
@@ -123,6 +147,8 @@ export interface TextEndEvent {
   partial?: boolean;
   error_code?: string;
   stopped?: boolean;
+  truncated?: boolean;
+  reasoning?: string;
 }
 
 /** New output of a running foreground `run_command`, at most a few a second; `truncated` once the call's cap of live text is reached (the `tool_result` still has the output's tail). */
@@ -183,7 +209,9 @@ export interface ServerEventMap {
   route: RouteEvent;
   ai_message_start: AiMessageStartEvent;
   text_chunk: TextChunkEvent;
+  reasoning_chunk: ReasoningChunkEvent;
   text_end: TextEndEvent;
+  context_compacted: ContextCompactedEvent;
   tool_start: ToolStartEvent;
   tool_result: ToolResultEvent;
   tool_output: ToolOutputEvent;
@@ -201,7 +229,7 @@ export interface ServerEventMap {
 
 export type ServerEventType = keyof ServerEventMap;
 
-export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result", "tool_output", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
+export const SERVER_EVENT_TYPES: readonly ServerEventType[] = ["user_message", "route", "ai_message_start", "text_chunk", "reasoning_chunk", "text_end", "context_compacted", "tool_start", "tool_result", "tool_output", "agent_state", "ask_user", "suggestions", "sub_agent_waiting", "task_complete", "task_stopped", "error", "pending_count", "server_degraded", "server_recovered"] as const;
 
 /** A task log entry (`GET /api/tasks/<id>` events), discriminated on `type`. */
 export type ServerEvent =
@@ -209,7 +237,9 @@ export type ServerEvent =
   | { type: "route"; data: RouteEvent }
   | { type: "ai_message_start"; data: AiMessageStartEvent }
   | { type: "text_chunk"; data: TextChunkEvent }
+  | { type: "reasoning_chunk"; data: ReasoningChunkEvent }
   | { type: "text_end"; data: TextEndEvent }
+  | { type: "context_compacted"; data: ContextCompactedEvent }
   | { type: "tool_start"; data: ToolStartEvent }
   | { type: "tool_result"; data: ToolResultEvent }
   | { type: "tool_output"; data: ToolOutputEvent }

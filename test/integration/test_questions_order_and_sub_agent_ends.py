@@ -7,7 +7,7 @@ import threading
 import time
 
 from test.conftest import wait_until
-from test.integration.test_notifications import MASTER, history, master_tasks, sub
+from test.integration.helpers import MASTER, history, master_tasks, sub
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
 ROUTER = match_system("You are RoutingAgent")

@@ -1,0 +1,84 @@
+"""The model's view of an agent's history: stored rows -> chat messages, with long texts shortened where
+the budget asks for it, and a reply's reasoning sent back where the provider needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from modules.context.shorten import shorten_tokens
+from modules.llm.tokens import count_message
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One stored history entry, as the view reads it (modules/storage/messages.py `history_after`)."""
+
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    reasoning: str = ""  # the model's thinking behind an assistant message (metadata `reasoning`)
+
+    @classmethod
+    def from_row(cls, row: Any) -> HistoryRow:
+        meta = row.meta or {}
+        return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
+                   str(meta.get("reasoning") or ""))
+
+
+def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:
+    """The chat message of a row; `reasoning_content` only when asked (an assistant message with tool calls
+    of the current turn: DeepSeek's thinking mode refuses the follow-up request without it) and only when
+    the provider produced some."""
+    out: dict[str, Any] = {"role": row.role, "content": row.content or ""}
+    if row.role == "assistant" and row.tool_calls:
+        out["tool_calls"] = row.tool_calls
+        if not row.content:
+            out["content"] = None
+        if with_reasoning and row.reasoning:
+            out["reasoning_content"] = row.reasoning
+    if row.role == "tool":
+        out["tool_call_id"] = row.tool_call_id
+    return out
+
+
+def shortened(message: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """The message with its text cut to `max_tokens` (head and tail kept around a marker)."""
+    content = message.get("content")
+    if not isinstance(content, str) or not content:
+        return message
+    short = shorten_tokens(content, max_tokens)
+    return message if short is content else {**message, "content": short}
+
+
+@dataclass
+class HistoryView:
+    """The rows after the current summary and the messages the model will see for them, one per row, with
+    each message's token count (kept in step, so shortening one message recounts only it)."""
+
+    rows: list[HistoryRow]
+    messages: list[dict[str, Any]]
+    sizes: list[int]
+
+    @classmethod
+    def of(cls, rows: list[HistoryRow], current_from_seq: int) -> HistoryView:
+        messages = [model_message(r, with_reasoning=r.seq >= current_from_seq) for r in rows]
+        return cls(rows, messages, [count_message(m) for m in messages])
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.sizes)
+
+    def shorten_where(self, max_tokens: int, *, current_from_seq: int, roles: tuple[str, ...],
+                      current: bool = False) -> None:
+        """Shorten the messages of `roles` before the current turn (or, with `current`, of it too) to
+        `max_tokens` each."""
+        for i, row in enumerate(self.rows):
+            if row.role in roles and (current or row.seq < current_from_seq) and self.sizes[i] > max_tokens:
+                self.messages[i] = shortened(self.messages[i], max_tokens)
+                self.sizes[i] = count_message(self.messages[i])
+
+    def drop_first(self, n: int) -> None:
+        del self.rows[:n], self.messages[:n], self.sizes[:n]

@@ -1,0 +1,80 @@
+"""What a failed request to an OpenAI-compatible endpoint means, as a ModelError the callers branch on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from .types import CONTEXT_LENGTH_EXCEEDED, ModelError
+
+# How providers word "the request is larger than the model's window" (OpenAI, DeepSeek, Qwen, Anthropic's
+# and Gemini's compatible endpoints, vLLM, Ollama, LiteLLM, OpenRouter); 413 means the same.
+_OVERFLOW_WORDINGS = (
+    "context_length_exceeded", "context length", "maximum context", "context window", "prompt is too long",
+    "input tokens exceed", "input is too long", "too many tokens", "max_tokens", "maximum number of tokens",
+    "reduce the length", "token limit", "exceeds the limit of", "request too large",
+)
+# A refusal of `stream_options` (Mistral answers 422, Groq 400, some vLLM builds 400).
+_STREAM_OPTIONS_WORDINGS = ("stream_options", "include_usage")
+
+
+def error_text(body: Any, fallback: str) -> str:
+    """The provider's own words for an error body (`{"error": {"message": ...}}`, `{"message": ...}`,
+    a FastAPI `detail` list, plain text), cut to a readable length."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            message = inner.get("message") or inner.get("detail")
+            code = inner.get("code")
+            text = message if isinstance(message, str) else str(message or inner)
+            return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
+        return str(inner)[:500]
+    return str(body or "")[:500] or fallback
+
+
+def is_context_overflow(status: int | None, text: str) -> bool:
+    lowered = text.lower()
+    return status == 413 or (status in (None, 400, 422) and any(w in lowered for w in _OVERFLOW_WORDINGS))
+
+
+def refuses_stream_options(status: int | None, text: str) -> bool:
+    lowered = text.lower()
+    return status in (400, 422) and any(w in lowered for w in _STREAM_OPTIONS_WORDINGS)
+
+
+def status_error(status: int, text: str) -> ModelError:
+    """The ModelError of an HTTP error answer, with the provider's words in its message."""
+    message = f"model endpoint answered {status}: {text}"
+    if status == 429:
+        return ModelError("rate_limited", message, retryable=True, status=status)
+    if status >= 500:
+        return ModelError("server_error", message, retryable=True, status=status)
+    if is_context_overflow(status, text):
+        return ModelError(CONTEXT_LENGTH_EXCEEDED, message, status=status)
+    code = "auth_error" if status in {401, 403} else "bad_request" if 400 <= status < 500 else "model_error"
+    return ModelError(code, message, status=status)
+
+
+def stream_error(text: str) -> ModelError:
+    """An error the endpoint sent inside a 200 answer (an SSE `error` event, or a JSON error body)."""
+    if is_context_overflow(None, text):
+        return ModelError(CONTEXT_LENGTH_EXCEEDED, f"model endpoint error: {text}")
+    return ModelError("model_error", f"model endpoint error: {text}")
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, or `Retry-After` in seconds or as a date)."""
+    try:
+        if ms := headers.get("retry-after-ms"):
+            return float(ms) / 1000
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            return parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None

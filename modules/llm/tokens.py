@@ -1,0 +1,64 @@
+"""Token counts for budgeting a request before it is sent: an estimate that errs high.
+
+No exact tokenizer is used. Providers each have their own (DeepSeek, Qwen, GLM, Kimi, Gemini, Llama), and
+tiktoken would fit only OpenAI's models and must download its encodings at first use, which a server
+without internet cannot. The estimate instead counts what tokenizers cannot merge much:
+- every CJK character (Han, kana, Hangul, full-width punctuation) as 1.5 tokens: o200k spends about 0.8
+  on one, DeepSeek's and Qwen's tokenizers less, the older cl100k about 1.3;
+- a run of letters as one token per 4 characters, at least one (English averages about 4.5 characters a
+  token with o200k, so long words are overcounted); a run of digits as one token per 3;
+- every other non-space character (punctuation, JSON's quotes and braces) as one token;
+- 4 tokens a message for its role and framing.
+Measured against the exact o200k and cl100k encodings (CrossWOZ's validation dialogues, this project's
+docs and its Python code): 1.80x / 1.17x the real count on Chinese, 1.40x on English, 1.44x on code; a
+single short Chinese text can come out at 0.75x of cl100k's count, a whole history does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MESSAGE_OVERHEAD = 4
+CJK_HALF_TOKENS = 3  # 1.5 tokens a CJK character
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_PIECES = re.compile(rf"([{_CJK}])|([^\W\d_{_CJK}]+)|(\d+)|(\S)")
+
+
+def count_tokens(text: str) -> int:
+    units = 0  # in halves of a token
+    for cjk, word, digits, _other in _PIECES.findall(text):
+        if cjk:
+            units += CJK_HALF_TOKENS
+        elif word:
+            units += 2 * -(-len(word) // 4)
+        else:  # tokenizers split numbers into groups of up to 3 digits
+            units += 2 * -(-len(digits) // 3) if digits else 2
+    return -(-units // 2)
+
+
+def count_message(message: Mapping[str, Any]) -> int:
+    """One model message: its text, its tool calls' names and arguments, and its framing."""
+    total = MESSAGE_OVERHEAD
+    for key in ("content", "reasoning_content"):
+        value = message.get(key)
+        if isinstance(value, str):
+            total += count_tokens(value)
+        elif value is not None:
+            total += count_tokens(json.dumps(value, ensure_ascii=False))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {} if isinstance(call, Mapping) else {}
+        total += MESSAGE_OVERHEAD + count_tokens(str(function.get("name") or ""))
+        total += count_tokens(str(function.get("arguments") or ""))
+    return total
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]]) -> int:
+    return sum(count_message(m) for m in messages)
+
+
+def count_tools(tools: list[dict[str, Any]] | None) -> int:
+    """Tool definitions count against the window too."""
+    return count_tokens(json.dumps(tools, ensure_ascii=False)) if tools else 0

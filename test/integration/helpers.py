@@ -1,0 +1,34 @@
+"""Helpers of the integration tests that read a conversation back through the REST API, and the scripted
+model's matchers for its agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test.scripted_steps import Match, match_system
+
+MASTER = match_system("You are MasterAgent")
+
+
+def sub(n: int, role: str = "InfoAgent") -> Match:
+    """The matcher of the n-th sub-agent of a role (`InfoAgent_1`, ...)."""
+    return match_system(f"You are {role}_{n} ")
+
+
+def master_tasks(server: Any, cid: str) -> list[dict[str, Any]]:
+    """The master's tasks of the conversation, oldest first."""
+    master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
+    return [t for t in server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
+            if t["agent_id"] == master["agent_id"]]
+
+
+def history(server: Any, cid: str, agent: str | None = None) -> list[dict[str, Any]]:
+    """An agent's history (the master's by default)."""
+    path = f"/api/conversations/{cid}/messages" + (f"?agent={agent}" if agent else "")
+    return server.get(path).json()["data"]
+
+
+def notices(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The completion notices among history entries."""
+    return [m for m in msgs if m["role"] == "user" and m["metadata"].get("source") in ("sub_agent",
+                                                                                      "background_command")]

@@ -1,0 +1,55 @@
+"""What real providers send, through the real server: every call of a Gemini-style reply runs, a provider
+that ignores `stream: true` still answers, and a provider that refuses `stream_options` keeps working."""
+
+from __future__ import annotations
+
+import json
+
+from test.provider_replies import gemini_parallel_calls, whole_body
+from test.scripted_llm import dynamic, error, text
+
+
+def _results(task: dict) -> list[dict]:
+    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+
+
+def test_gemini_parallel_calls_both_run_and_both_results_reach_the_model(server, llm):
+    llm.script(gemini_parallel_calls(("g-1", "run_command", {"command": "echo first-call"}),
+                                     ("g-2", "run_command", {"command": "echo second-call"})))
+    llm.script(text("Both ran."))
+
+    sent = server.send("run two commands at once")
+    task = server.wait_task(sent["task_id"])
+
+    assert task["status"] == "succeeded", task
+    outputs = [r["output"].strip() for r in _results(task)]
+    assert outputs == ["first-call", "second-call"]
+    follow_up = llm.wait_for_requests(2)[1].body["messages"]
+    assert [m.get("tool_call_id") for m in follow_up if m["role"] == "tool"] == ["g-1", "g-2"]
+
+
+def test_a_whole_json_body_is_streamed_to_the_chat_and_stored(server, llm):
+    llm.script(whole_body("An answer in one piece."))
+
+    sent = server.send("hello")
+    task = server.wait_task(sent["task_id"])
+
+    assert task["status"] == "succeeded", task
+    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == "text_chunk") == \
+        "An answer in one piece."
+    messages = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == ["An answer in one piece."]
+
+
+def test_a_provider_refusing_stream_options_still_answers(server, llm):
+    def refuse(body: dict):
+        if "stream_options" in body:
+            return error(422, '[{"loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]')
+        return text("fine without usage")
+    llm.set_default(dynamic(refuse))
+
+    sent = server.send("hello")
+    task = server.wait_task(sent["task_id"])
+
+    assert task["status"] == "succeeded", task
+    assert [e["data"]["content"] for e in task["events"] if e["type"] == "text_end"] == ["fine without usage"]

@@ -1,0 +1,102 @@
+"""What real OpenAI-compatible providers stream, chunk for chunk, as steps of the scripted model server.
+
+Each builder mirrors one provider's documented or observed wire format (README, "Providers"); the
+tests feed them through the real `openai` client and, through the real server, into turns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from test.scripted_steps import JsonBodyStep, RawChunksStep
+
+
+def _choice(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def _pieces(text: str, size: int = 5) -> list[str]:
+    return [text[i: i + size] for i in range(0, len(text), size)]
+
+
+def usage_chunk(prompt: int, completion: int, *, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+    """OpenAI's last chunk under `stream_options.include_usage`: no choices, only usage."""
+    return {"choices": [], "usage": {
+        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning}}}
+
+
+def deepseek_thinking(reasoning: str, content: str = "", *,
+                      calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> RawChunksStep:
+    """deepseek-reasoner / deepseek-chat in thinking mode: `reasoning_content` deltas first (content null),
+    then the answer or tool calls, then usage with DeepSeek's cache fields."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": None, "reasoning_content": ""})]
+    chunks += [_choice({"content": None, "reasoning_content": piece}) for piece in _pieces(reasoning)]
+    chunks += [_choice({"content": piece, "reasoning_content": None}) for piece in _pieces(content)]
+    for index, (call_id, name, args) in enumerate(calls):
+        chunks.append(_choice({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                               "function": {"name": name, "arguments": ""}}]}))
+        chunks.append(_choice({"tool_calls": [{"index": index, "function": {"arguments": json.dumps(args)}}]}))
+    chunks.append(_choice({"content": ""}, "tool_calls" if calls else "stop"))
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 40, "total_tokens": 160,
+                                            "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 56,
+                                            "completion_tokens_details": {"reasoning_tokens": 30}}})
+    return RawChunksStep(tuple(chunks))
+
+
+def gemini_parallel_calls(*calls: tuple[str, str, dict[str, Any]]) -> RawChunksStep:
+    """Gemini's OpenAI endpoint: every call whole in a chunk of its own, all at `index: 0`, distinct ids;
+    finish_reason "stop" after them, usage on the last chunk."""
+    chunks: list[dict | str] = [
+        _choice({"role": "assistant", "tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                                      "function": {"name": name, "arguments": json.dumps(args)}}]})
+        for call_id, name, args in calls
+    ]
+    last = _choice({}, "stop") | {"usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
+    return RawChunksStep((*chunks, last))
+
+
+def think_tags(reasoning: str, content: str) -> RawChunksStep:
+    """A reasoning model served without a reasoning parser (vLLM, Ollama): `<think>…</think>` opens the
+    content, split at awkward places."""
+    whole = f"<think>\n{reasoning}\n</think>\n\n{content}"
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(whole, 3)]
+    return RawChunksStep((*chunks, _choice({}, "stop")))
+
+
+def cut_at_length(content: str) -> RawChunksStep:
+    """A reply the provider cut at its output limit: finish_reason "length"."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(content)]
+    return RawChunksStep((*chunks, _choice({}, "length")))
+
+
+def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
+    """OpenRouter: keep-alive comments between chunks, `reasoning` (not `reasoning_content`), usage last."""
+    chunks: list[dict | str] = [": OPENROUTER PROCESSING\n\n", _choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": "", "reasoning": piece}) for piece in _pieces(reasoning)]
+    chunks += [": OPENROUTER PROCESSING\n\n"]
+    chunks += [_choice({"content": piece}) for piece in _pieces(content)]
+    chunks.append(_choice({}, "stop") | {"usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+    return RawChunksStep(tuple(chunks))
+
+
+def whole_body(content: str | None, *, calls: tuple[tuple[str, str, dict[str, Any]], ...] = (),
+               reasoning: str = "", finish_reason: str | None = None) -> JsonBodyStep:
+    """A provider (or proxy) that ignores `stream: true` and answers one `chat.completion` body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = [{"id": call_id, "type": "function",
+                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                 for call_id, name, args in calls]
+    return JsonBodyStep({
+        "id": "chatcmpl-whole", "object": "chat.completion", "created": 0, "model": "whole-model",
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": finish_reason or ("tool_calls" if calls else "stop")}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
+    })

@@ -1,0 +1,115 @@
+"""The context window's pure parts (README, "Long conversations"): the budget per model, where compaction
+cuts, how long texts are shortened, and which assistant messages carry their reasoning back."""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.agents.profiles import ProfileError, load_profiles
+from modules.config import ConfigError, Settings
+from modules.context.budget import UNKNOWN_WINDOW, RefusedSizes, budget_for, known_window
+from modules.context.compaction import choose_split, summary_request, transcript_pieces
+from modules.context.shorten import shorten_chars, shorten_tokens
+from modules.context.view import HistoryRow, HistoryView
+from modules.llm.tokens import count_tokens
+
+
+@pytest.mark.parametrize(("model", "window"), [
+    ("gpt-4o", 128_000), ("gpt-4o-mini", 128_000), ("openai/gpt-4o-2024-08-06", 128_000), ("gpt-4", 8_192),
+    ("deepseek-chat", 64_000), ("deepseek-v3.2", 128_000), ("Qwen/Qwen2.5-72B-Instruct", 32_768),
+    ("qwen-plus", 131_072), ("glm-4.6", 200_000), ("glm-4-flash", 128_000), ("moonshot-v1-8k", 8_192),
+    ("kimi-k2-0905-preview", 131_072), ("gemini-2.5-flash", 1_048_576), ("my-own-model", UNKNOWN_WINDOW),
+])
+def test_known_model_names_have_their_window(model, window):
+    assert known_window(model) == window
+
+
+def test_a_profile_wins_over_the_setting_which_wins_over_the_table():
+    assert budget_for("gpt-4o").window == 128_000
+    assert budget_for("gpt-4o", setting=50_000).window == 50_000
+    assert budget_for("gpt-4o", setting=50_000, profile=6_000).window == 6_000
+    small = budget_for("x", setting=4_000)
+    assert small.reserve == 1_000 and small.limit == 3_000
+    assert budget_for("gpt-4.1").reserve == 8_192  # the reply's reserve is bounded
+    assert small.threshold(1_000) == 1_000 + 1_600 and small.tail(1_000) == 800
+
+
+def test_a_refused_request_shrinks_the_budget_below_it():
+    budget = budget_for("x", setting=100_000)
+    shrunk = budget.refused_at(5_000)
+    assert shrunk.limit == 3_500 and shrunk.reserve == budget.reserve
+
+
+def test_a_size_a_model_refused_bounds_its_later_budgets_and_no_other_models():
+    sizes, budget = RefusedSizes(), budget_for("x", setting=100_000)
+    assert sizes.within("m", budget) == budget
+    sizes.refused("m", 5_000)
+    sizes.refused("m", 9_000)  # a larger refusal teaches nothing new
+    assert sizes.within("m", budget).limit == 3_500 and sizes.within("other", budget) == budget
+    small = budget_for("x", setting=2_000)
+    assert sizes.within("m", small) == small  # already below what was refused
+
+
+def test_the_settings_and_profiles_read_the_window():
+    assert Settings.from_env({"MODEL_CONTEXT_TOKENS": "6000"}).model_context_tokens == 6000
+    assert Settings.from_env({}).model_context_tokens is None
+    with pytest.raises(ConfigError, match="MODEL_CONTEXT_TOKENS"):
+        Settings.from_env({"MODEL_CONTEXT_TOKENS": "lots"})
+
+
+def test_a_profile_takes_context_tokens(tmp_path):
+    path = tmp_path / "p.toml"
+    entry = '[[agent]]\nname = "Boss"\nkind = "master"\ndescription = "d"\nsystem_prompt = "s"\ntools = []\n'
+    path.write_text(entry + "context_tokens = 6000\n")
+    assert load_profiles(path, set())["Boss"].context_tokens == 6000
+    path.write_text(entry + "context_tokens = 10\n")
+    with pytest.raises(ProfileError, match="context_tokens"):
+        load_profiles(path, set())
+
+
+def rows(*roles: str) -> list[HistoryRow]:
+    return [HistoryRow(i, role, f"m{i}", tool_call_id=f"c{i}" if role == "tool" else None)
+            for i, role in enumerate(roles)]
+
+
+def test_compaction_keeps_the_newest_rows_that_fit_and_never_cuts_between_a_call_and_its_results():
+    history = rows("user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool", "assistant")
+    sizes = [10] * len(history)
+    assert choose_split(history, sizes, 40) == 5  # rows 5-8 fit
+    assert choose_split(history, sizes, 35) == 6  # rows 6-8 fit; row 6 is an assistant: a valid cut
+    assert choose_split(history, sizes, 25) == 8  # 7 is a tool result: the cut moves to the newest row
+    assert choose_split(history, [10, 10, 10, 10, 10, 10, 10, 10, 500], 25) == 8  # the newest row stays
+    assert choose_split(rows("user"), [10], 5) == 0
+    assert choose_split(rows("assistant", "tool", "tool"), [10, 10, 10], 5) == 0  # no cut keeps pairs whole
+
+
+def test_a_shortened_text_keeps_its_head_and_tail_around_a_marker():
+    long = "HEAD " + "x" * 10_000 + " TAIL"
+    short = shorten_chars(long, 600)
+    assert len(short) <= 600 and short.startswith("HEAD ") and short.endswith(" TAIL")
+    assert "characters omitted" in short
+    assert shorten_chars("short", 600) == "short"
+    chinese = "开头" + "长" * 5_000 + "结尾"
+    assert count_tokens(shorten_tokens(chinese, 300)) <= 300
+
+
+def test_a_span_is_cut_into_pieces_that_each_fit_one_summary_request():
+    span = [HistoryRow(i, "user", "word " * 200) for i in range(20)] + \
+           [HistoryRow(20, "tool", "out " * 5_000, tool_call_id="c")]
+    pieces = transcript_pieces(span, 1_000, line_tokens=100)
+    assert len(pieces) > 1 and all(count_tokens(p) <= 1_000 for p in pieces)
+    assert "omitted" in pieces[-1]  # the tool output shortened to its line's share
+    request = summary_request("- earlier rule", pieces[0], 120)
+    assert "every instruction" in request[0]["content"] and "at most 120 words" in request[0]["content"]
+    assert request[1]["content"].startswith("Previous summary:\n- earlier rule")
+
+
+def test_reasoning_goes_back_only_with_the_current_turns_tool_calls():
+    calls = [{"id": "c1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}]
+    history = [HistoryRow(0, "user", "q"), HistoryRow(1, "assistant", None, calls, reasoning="old thought"),
+               HistoryRow(2, "tool", "r", tool_call_id="c1"), HistoryRow(3, "assistant", "a", reasoning="t"),
+               HistoryRow(4, "user", "q2"), HistoryRow(5, "assistant", None, calls, reasoning="new thought"),
+               HistoryRow(6, "tool", "r", tool_call_id="c1"), HistoryRow(7, "assistant", None, calls)]
+    view = HistoryView.of(history, current_from_seq=4)
+    assert [m.get("reasoning_content") for m in view.messages] == [None, None, None, None, None, "new thought",
+                                                                   None, None]

@@ -1,0 +1,198 @@
+"""OpenAIChatModel against what real providers send (test/provider_replies.py), through the real `openai`
+client and the scripted HTTP server: thinking kept apart, parallel calls at one index, whole bodies,
+cut-off replies, usage, the stream_options fallback and every overflow wording."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from modules.llm import ModelError, Usage
+from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
+from test.provider_replies import (
+    cut_at_length,
+    deepseek_thinking,
+    gemini_parallel_calls,
+    openrouter_stream,
+    think_tags,
+    usage_chunk,
+    whole_body,
+)
+from test.scripted_llm import JsonBodyStep, RawChunksStep, dynamic, error, text
+from test.unit.scripted_client import USER, make_model
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_deepseek_reasoning_content_is_kept_apart_from_the_reply(llm):
+    llm.script(deepseek_thinking("The user greets me. I should greet back.", "Hello there!"))
+    text_chunks: list[str] = []
+    thinking_chunks: list[str] = []
+
+    reply = make_model(llm).stream_chat(messages=USER, on_text=text_chunks.append,
+                                        on_reasoning=thinking_chunks.append)
+
+    assert reply.content == "".join(text_chunks) == "Hello there!"
+    assert reply.reasoning == "".join(thinking_chunks) == "The user greets me. I should greet back."
+    assert reply.usage == Usage(prompt_tokens=120, completion_tokens=40, cached_tokens=64, reasoning_tokens=30)
+
+
+def test_deepseek_thinking_with_a_tool_call_keeps_both(llm):
+    llm.script(deepseek_thinking("I need the listing.", calls=(("call_ds_1", "run_command", {"command": "ls"}),)))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.reasoning == "I need the listing."
+    assert reply.content == ""
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("call_ds_1", "run_command", {"command": "ls"})]
+    assert reply.finish_reason == "tool_calls"
+
+
+def test_gemini_parallel_calls_at_one_index_stay_apart(llm):
+    llm.script(gemini_parallel_calls(("g-1", "run_command", {"command": "date"}),
+                                     ("g-2", "run_command", {"command": "uptime"})))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert [(c.id, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("g-1", {"command": "date"}), ("g-2", {"command": "uptime"})]
+    assert reply.usage == Usage(prompt_tokens=50, completion_tokens=20)
+
+
+def test_an_id_repeated_on_every_delta_of_one_call_is_one_call(llm):
+    head = {"index": 0, "id": "same", "type": "function", "function": {"name": "run_command", "arguments": ""}}
+    pieces = [{"index": 0, "id": "same", "function": {"arguments": part}} for part in ('{"comm', 'and": "ls"}')]
+    llm.script(RawChunksStep(tuple({"choices": [{"index": 0, "delta": {"tool_calls": [d]}, "finish_reason": None}]}
+                                   for d in (head, *pieces))))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert [(c.id, c.arguments) for c in reply.tool_calls] == [("same", '{"command": "ls"}')]
+
+
+def test_think_tags_at_the_start_of_the_content_are_thinking(llm):
+    llm.script(think_tags("Short question, short answer.", "Paris is the capital of France."))
+    text_chunks: list[str] = []
+
+    reply = make_model(llm).stream_chat(messages=USER, on_text=text_chunks.append)
+
+    assert reply.content == "".join(text_chunks) == "Paris is the capital of France."
+    assert reply.reasoning.strip() == "Short question, short answer."
+
+
+def test_a_think_tag_later_in_the_text_is_text(llm):
+    llm.script(text("Use the <think> tag like this: <think>x</think>", chunk_size=3))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.content == "Use the <think> tag like this: <think>x</think>"
+    assert reply.reasoning == ""
+
+
+def test_openrouter_reasoning_and_comments(llm):
+    llm.script(openrouter_stream("Fine, thanks.", reasoning="Be polite."))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert (reply.content, reply.reasoning) == ("Fine, thanks.", "Be polite.")
+    assert reply.usage == Usage(prompt_tokens=11, completion_tokens=7)
+
+
+def test_a_whole_json_body_despite_stream_true_is_a_reply(llm):
+    llm.script(whole_body("Not streamed, still an answer.", reasoning="why not"))
+    text_chunks: list[str] = []
+
+    reply = make_model(llm).stream_chat(messages=USER, on_text=text_chunks.append)
+
+    assert reply.content == "".join(text_chunks) == "Not streamed, still an answer."
+    assert (reply.reasoning, reply.finish_reason, reply.model) == ("why not", "stop", "whole-model")
+    assert reply.usage == Usage(prompt_tokens=9, completion_tokens=3)
+
+
+def test_a_whole_json_body_with_calls(llm):
+    llm.script(whole_body(None, calls=(("w1", "run_command", {"command": "a"}), ("w2", "ask_user", {"q": 1}))))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert [(c.id, c.name) for c in reply.tool_calls] == [("w1", "run_command"), ("w2", "ask_user")]
+
+
+def test_a_json_error_body_with_status_200_is_an_error(llm):
+    llm.script(JsonBodyStep({"error": {"message": "This model's maximum context length is 8192 tokens"}}))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert caught.value.code == CONTEXT_LENGTH_EXCEEDED
+
+
+def test_finish_reason_length_marks_the_reply_truncated(llm):
+    llm.script(cut_at_length("The list goes on and on and"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.truncated and reply.finish_reason == "length"
+    assert reply.content == "The list goes on and on and"
+
+
+def test_usage_is_asked_for_and_read_from_a_chunk_without_choices(llm):
+    llm.script(RawChunksStep(({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]},
+                              usage_chunk(30, 2, cached=16, reasoning=0))))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert llm.wait_for_requests(1)[0].body["stream_options"] == {"include_usage": True}
+    assert reply.usage == Usage(prompt_tokens=30, completion_tokens=2, cached_tokens=16)
+    assert reply.latency_s > 0 and reply.first_token_s is not None and reply.first_token_s <= reply.latency_s
+
+
+def test_a_reply_without_usage_says_so(llm):
+    assert make_model(llm).stream_chat(messages=USER).usage is None
+
+
+@pytest.mark.parametrize(("status", "wording"), [
+    (422, '[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]'),
+    (400, "'stream_options' : property 'stream_options' is unsupported"),
+])
+def test_a_refused_stream_options_is_dropped_once_and_for_all(llm, status, wording):
+    def refuse(body):
+        return error(status, wording) if "stream_options" in body else text("without usage")
+    llm.set_default(dynamic(refuse))
+    model = make_model(llm, max_retries=0)
+
+    first = model.stream_chat(messages=USER)
+    second = model.stream_chat(messages=USER)
+
+    assert (first.content, second.content) == ("without usage", "without usage")
+    assert ["stream_options" in r.body for r in llm.requests] == [True, False, False]
+
+
+@pytest.mark.parametrize(("status", "message", "code"), [
+    (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+     None),
+    (400, "Invalid request", "context_length_exceeded"),
+    (400, "prompt is too long: 210000 tokens > 200000 maximum", None),
+    (400, "The input tokens exceed the maximum allowed (32768)", None),
+    (400, "max_tokens is too large: 9000. This model supports at most 8192 completion tokens", None),
+    (422, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096; too many tokens", None),
+    (413, "Request Entity Too Large", None),
+])
+def test_every_overflow_wording_is_context_length_exceeded(llm, status, message, code):
+    llm.set_default(error(status, message, code=code))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert (caught.value.code, caught.value.retryable, caught.value.status) == (CONTEXT_LENGTH_EXCEEDED, False, status)
+    assert len(llm.requests) == 1
+
+
+def test_an_ordinary_bad_request_is_not_an_overflow(llm):
+    llm.set_default(error(400, "Invalid value for 'temperature'"))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert caught.value.code == "bad_request"

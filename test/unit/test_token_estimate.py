@@ -1,0 +1,43 @@
+"""The token estimate (modules/llm/tokens.py) errs high the documented way."""
+
+from __future__ import annotations
+
+from modules.llm.tokens import MESSAGE_OVERHEAD, count_message, count_messages, count_tokens, count_tools
+
+
+def test_letters_count_a_token_per_four_characters_at_least_one():
+    assert count_tokens("a") == 1
+    assert count_tokens("word") == 1
+    assert count_tokens("words") == 2
+    assert count_tokens("Hello world") == 4
+
+
+def test_digits_count_a_token_per_three():
+    assert count_tokens("123") == 1
+    assert count_tokens("1234567") == 3
+
+
+def test_every_cjk_character_counts_one_and_a_half():
+    assert count_tokens("你好") == 3
+    assert count_tokens("你好，世界") == 8  # the full-width comma is CJK too
+    assert count_tokens("東京タワー") == 8
+
+
+def test_punctuation_counts_one_each_and_space_nothing():
+    assert count_tokens('{"a": 1}') == 7
+    assert count_tokens("   \n\t ") == 0
+
+
+def test_a_message_counts_its_framing_text_thinking_and_calls():
+    call = {"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"x": 1}'}}
+    plain = count_message({"role": "user", "content": "word"})
+    assert plain == MESSAGE_OVERHEAD + 1
+    with_calls = count_message({"role": "assistant", "content": None, "reasoning_content": "word",
+                                "tool_calls": [call]})
+    assert with_calls == MESSAGE_OVERHEAD + 1 + MESSAGE_OVERHEAD + 1 + count_tokens('{"x": 1}')
+    assert count_messages([{"role": "user", "content": "word"}] * 3) == 3 * plain
+
+
+def test_tools_count_as_their_json():
+    assert count_tools(None) == 0
+    assert count_tools([{"type": "function"}]) == count_tokens('[{"type": "function"}]')
