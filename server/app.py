@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-from flask import Flask, Response, abort, send_from_directory
+from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 from flask_socketio import SocketIO
 
@@ -44,6 +43,7 @@ from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
 from server.socket_handlers import register_socket_handlers
 from server.socket_packets import TolerantPacket
+from server.static_files import register_frontend
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
                queued.bp, health.bp, messages.bp, usage.bp, metrics.bp,
                openapi.bp):
         app.register_blueprint(bp)
-    _register_frontend(app, settings.frontend_dir)
+    register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
     register_socket_handlers(socketio, rt, auth, chat)
     if not settings.auth_required:
@@ -123,15 +123,3 @@ def _sweep(rt: Runtime) -> None:
         rt.membership.take_over(rt.tasks)
     except Exception:
         log.exception("the sweep after the database came back failed; the membership loop retries")
-
-
-def _register_frontend(app: Flask, root: Path) -> None:
-    @app.get("/")
-    def index() -> Response:
-        return send_from_directory(root, "index.html")
-
-    @app.get("/<path:path>")
-    def asset(path: str) -> Response:
-        if path.startswith("api/") or not (root / path).is_file():
-            abort(404)
-        return send_from_directory(root, path)

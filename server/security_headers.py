@@ -2,7 +2,8 @@
 "Security headers").
 
 The UI is the built Vite bundle served from this origin: its scripts, styles, fonts and sockets come from
-'self', images also from `data:` (the favicon, images in Markdown). Nothing may frame the page
+'self' (styles may also be inline: a mermaid diagram's SVG carries its own <style>), images also from
+`data:` (the favicon, images in Markdown). Nothing may frame the page
 (clickjacking), browsers may not sniff a download into HTML, and no URL leaks in a Referer.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
     "script-src 'self'",
-    "style-src 'self'",
+    "style-src 'self' 'unsafe-inline'",  # mermaid's SVG carries a <style>; scripts stay 'self' only
     "img-src 'self' data:",
     "font-src 'self' data:",
     "connect-src 'self'",

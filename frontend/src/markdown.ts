@@ -3,6 +3,7 @@
 import DOMPurify from "dompurify";
 import hljs from "highlight.js/lib/common";
 import { Marked, type Tokens } from "marked";
+import { mathExtension } from "./rich/mathSyntax";
 
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
@@ -33,15 +34,23 @@ export function highlight(code: string, lang?: string, auto = true): { html: str
 }
 
 function markedWith(auto: boolean): Marked {
-  return new Marked({
+  return new Marked(mathExtension, {
     gfm: true,
     breaks: true,
     renderer: {
       code({ text, lang }: Tokens.Code): string {
+        // A diagram's source, drawn by diagrams.ts once the reply is complete.
+        if (lang?.trim().toLowerCase() === "mermaid") {
+          return `<pre class="code-block"><code class="language-mermaid">${escapeHtml(text)}</code></pre>`;
+        }
         const { html, language } = highlight(text, lang, auto);
         const label = language ? `<span class="code-lang">${escapeHtml(language)}</span>` : "";
         const cls = language ? ` language-${escapeHtml(language)}` : "";
         return `<pre class="code-block">${label}<code class="hljs${cls}">${html}</code></pre>`;
+      },
+      // A task list's box: a placeholder here (the sanitizer drops every input), a disabled checkbox after it.
+      checkbox({ checked }: Tokens.Checkbox): string {
+        return `<span data-task="${checked ? "done" : "open"}"></span> `;
       },
     },
   });
@@ -56,6 +65,8 @@ const streaming = markedWith(false);
 const FORBID_TAGS = ["style", "form", "input", "button", "textarea", "select", "option", "optgroup", "datalist",
   "fieldset", "audio", "video", "source", "track", "picture"];
 const FORBID_ATTR = ["style", "srcset", "poster", "background"];
+/** What a one-line rendering keeps: no images, blocks or line breaks. */
+const INLINE_TAGS = ["strong", "em", "code", "a", "del", "span"];
 // Code highlighting's classes (with its sub-scopes such as `function_`), and the code block's own.
 const OWN_CLASS = /^(hljs(-[\w-]+)?|[a-z]+_+|language-[\w+#.-]+|code-block|code-lang)$/;
 
@@ -101,6 +112,19 @@ function unloadRemoteImages(root: DocumentFragment): void {
   }
 }
 
+/** Task list placeholders become boxes that show the state and take no input. */
+function addTaskBoxes(root: DocumentFragment): void {
+  for (const mark of Array.from(root.querySelectorAll("span[data-task]"))) {
+    const box = mark.ownerDocument.createElement("input");
+    const done = mark.getAttribute("data-task") === "done";
+    box.setAttribute("type", "checkbox");
+    box.setAttribute("disabled", "");
+    if (done) box.setAttribute("checked", "");
+    box.setAttribute("aria-label", done ? "done" : "to do");
+    mark.replaceWith(box);
+  }
+}
+
 /** Markdown as safe HTML; `partial` (a reply still streaming) skips guessing unlabelled code languages. */
 export function renderMarkdown(source: string, partial = false): string {
   const html = (partial ? streaming : finished).parse(source ?? "", { async: false }) as string;
@@ -112,6 +136,7 @@ export function renderMarkdown(source: string, partial = false): string {
     RETURN_DOM_FRAGMENT: true,
   });
   unloadRemoteImages(frag);
+  addTaskBoxes(frag);
   const box = frag.ownerDocument.createElement("div");
   box.append(frag);
   return box.innerHTML;
@@ -125,4 +150,15 @@ export function prettyJson(raw: string | undefined): string {
   } catch {
     return String(raw);
   }
+}
+
+/** The top-level blocks of `source` (paragraphs, lists, code blocks, …) as their raw text, in order. */
+export function markdownBlocks(source: string): string[] {
+  return streaming.lexer(source).map((t) => t.raw);
+}
+
+/** One line of Markdown (inline only: emphasis, code, links) as safe HTML. */
+export function renderInline(source: string): string {
+  const html = streaming.parseInline(source ?? "", { async: false }) as string;
+  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS, FORBID_ATTR, ALLOWED_TAGS: INLINE_TAGS });
 }

@@ -59,3 +59,22 @@ def suggest_for(user_text: str):
     """This test's suggestion call. The package shares one server, so a late suggestion call of an
     earlier test must not take this test's scripted answer."""
     return lambda body: SUGGEST(body) and user_text in body["messages"][-1]["content"]
+
+
+def open_synthetic_conversation(open_page, server: ServerProcess, title: str) -> tuple[Page, str, str]:
+    """A new conversation opened in a page, for events made up by the test: (page, id, master's agent id)."""
+    conv = server.post("/api/conversations", {"title": title}).json()
+    cid, master = conv["conversation_id"], conv["agents"][0]["agent_id"]
+    page = open_page(server, path=f"/#/c/{cid}")
+    expect(page.get_by_test_id("conversation-title")).to_have_text(title)
+    expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
+    return page, cid, master
+
+
+def inject(page: Page, cid: str, agent_id: str, task_id: str, events: list[tuple[int, str, dict]]) -> None:
+    """Feed made-up task events (API.md shapes) through the page's socket entry (`chat.ingest`)."""
+    payload = [
+        {"type": kind, "data": {**data, "task_id": task_id, "conversation_id": cid, "agent_id": agent_id, "idx": idx}}
+        for idx, kind, data in events
+    ]
+    page.evaluate("(evs) => evs.forEach((e) => window.__agentChat.chat.ingest(e))", payload)

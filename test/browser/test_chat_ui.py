@@ -71,6 +71,8 @@ def test_tool_card_shows_arguments_and_result_and_survives_reload(page, ui_serve
     expect(card.get_by_test_id("tool-name")).to_have_text("run_command")
     expect(card.get_by_test_id("tool-arguments")).to_have_count(0)  # collapsed
     card.get_by_test_id("tool-toggle").click()
+    expect(card.get_by_test_id("tool-fields").locator('[data-key="command"] dd')).to_have_text("echo hi-from-tool")
+    card.get_by_test_id("tool-raw-toggle").click()
     expect(card.get_by_test_id("tool-arguments")).to_contain_text('"command": "echo hi-from-tool"')
     expect(card.get_by_test_id("tool-output")).to_contain_text("hi-from-tool")
     expect(card.get_by_test_id("tool-result")).to_contain_text('"exit_code": 0')

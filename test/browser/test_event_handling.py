@@ -12,25 +12,15 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant
+from test.browser.helpers import assistant, inject, open_synthetic_conversation
 from test.scripted_llm import text
 
 
 def _open_conversation(open_page, server) -> tuple[Any, str, str]:
-    conv = server.post("/api/conversations", {"title": "synthetic events"}).json()
-    cid, master = conv["conversation_id"], conv["agents"][0]["agent_id"]
-    page = open_page(server, path=f"/#/c/{cid}")
-    expect(page.get_by_test_id("conversation-title")).to_have_text("synthetic events")
-    expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
-    return page, cid, master
+    return open_synthetic_conversation(open_page, server, "synthetic events")
 
 
-def _inject(page, cid: str, agent_id: str, task_id: str, events: list[tuple[int, str, dict]]) -> None:
-    payload = [
-        {"type": kind, "data": {**data, "task_id": task_id, "conversation_id": cid, "agent_id": agent_id, "idx": idx}}
-        for idx, kind, data in events
-    ]
-    page.evaluate("(evs) => evs.forEach((e) => window.__agentChat.chat.ingest(e))", payload)
+_inject = inject
 
 
 def _user(message_id: str, message: str, **extra: Any) -> dict:

@@ -122,7 +122,7 @@ def test_a_question_dropped_by_a_restart_takes_no_answer(make_server, open_page,
     wait_connected(page)
     expect(card).to_have_attribute("data-answered", "true")
     expect(card.get_by_test_id("ask-option")).to_have_count(0)
-    expect(card.get_by_test_id("ask-answer")).to_contain_text("no answer")
+    expect(card.get_by_test_id("ask-answer")).to_contain_text("Not answered")
 
 
 def test_a_background_command_shows_it_runs_its_output_and_a_cancel(page, ui_server, llm):

@@ -1,0 +1,37 @@
+// The tab's title: the open conversation's, and a mark when work finished while the tab was hidden (a turn
+// ended, a sub-agent reported, a background command ended), so a user in another tab sees it is done. The
+// mark goes when the tab is shown again.
+
+import { computed, ref, watch } from "vue";
+import type { ChatState } from "./chat/state";
+
+const APP = "Agent team chat";
+export const FINISHED_MARK = "✓ Done · ";
+
+export function useTabTitle(state: ChatState, title: () => string): void {
+  const finished = ref(false);
+  const reports = computed(
+    () => state.items.filter((it) => it.kind === "notice" && (it.source === "sub_agent" || it.source === "background_command")).length,
+  );
+  const mark = (): void => {
+    if (document.hidden && !state.loading) finished.value = true;
+  };
+  watch(() => state.running.length, (now, before) => {
+    if (before > 0 && now === 0) mark();
+  });
+  watch(reports, (now, before) => {
+    if (now > before) mark();
+  });
+  watch(() => state.conversationId, () => (finished.value = false));
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) finished.value = false;
+  });
+  watch(
+    [finished, title],
+    ([done, t]) => {
+      const base = t ? `${t} · ${APP}` : APP;
+      document.title = done ? FINISHED_MARK + base : base;
+    },
+    { immediate: true },
+  );
+}
