@@ -102,10 +102,21 @@ def _stage_answer(system: str, last_user: str) -> str | None:
     if "You are RoutingAgent" in system:
         query = last_user.rpartition("Latest message:")[2].strip() or last_user
         return json.dumps({"query": query, "agent": _intent(system, query)}, ensure_ascii=False)
+    if system.startswith("You condense the earlier part of a conversation"):  # modules/context/compaction.py
+        return _demo_summary(last_user)
     if "You suggest what the user may want to say next" in system:
         said = last_user.partition("User said:")[2].partition("\n\nAssistant replied:")[0].strip()
         return json.dumps({"questions": [e for e in EXAMPLES if e != said][:3]}, ensure_ascii=False)
     return None
+
+
+def _demo_summary(request: str) -> str:
+    """A context summary as a model told to keep the user's words would write it: the previous summary's
+    lines and every line the user wrote in the span, verbatim."""
+    previous, _, piece = request.partition("Messages to add:")
+    kept = [line for line in previous.removeprefix("Previous summary:").strip().splitlines() if line.strip()]
+    kept += [line for line in piece.splitlines() if line.startswith("user: ")]
+    return "\n".join(kept) or "Nothing the user said needs keeping."
 
 
 def _intent(system: str, message: str) -> str:

@@ -205,3 +205,13 @@ def test_label_and_factory():
     real = build_chat_model(api_key="sk-test", base_url="http://127.0.0.1:9/v1", default_model="m")
     assert isinstance(real, OpenAIChatModel)
     assert real.label == "http://127.0.0.1:9/v1"
+
+
+def test_the_demo_answers_a_context_summary_request_keeping_the_users_lines():
+    from modules.context.compaction import summary_request
+
+    messages = summary_request("user: always answer in French", "user: my name is Ana\nassistant: Hello Ana", 100)
+    reply = DemoChatModel(chunk_delay_s=0).stream_chat(messages=messages)
+
+    assert reply.content.splitlines() == ["user: always answer in French", "user: my name is Ana"]
+    assert reply.tool_calls == []
