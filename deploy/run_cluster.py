@@ -52,10 +52,11 @@ def ensure_nginx() -> str:
     return found
 
 
-def nginx_config(run_dir: Path, listen: str, backend_ports: list[int]) -> str:
+def nginx_config(run_dir: Path, listen: str, backend_ports: list[int], per_client_connections: int) -> str:
     servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=0;" for port in backend_ports)
     return (TEMPLATE.read_text().replace("@RUN_DIR@", str(run_dir)).replace("@LISTEN@", listen)
-            .replace("@UPSTREAM_SERVERS@", servers))
+            .replace("@UPSTREAM_SERVERS@", servers)
+            .replace("@PER_CLIENT_CONNECTIONS@", str(per_client_connections)))
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, what: str, timeout: float = START_TIMEOUT_S) -> None:
@@ -82,6 +83,7 @@ class Cluster:
     port: int
     backend_ports: list[int]
     env: dict[str, str] = field(default_factory=dict)  # added to each server's environment
+    per_client_connections: int = 128  # nginx's cap per client address (the servers see only nginx's)
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chat-cluster-")))
     servers: list[subprocess.Popen] = field(default_factory=list)
     nginx: subprocess.Popen | None = None
@@ -108,7 +110,8 @@ class Cluster:
             for k, (port, proc) in enumerate(zip(self.backend_ports, self.servers, strict=True)):
                 wait_healthy(f"http://127.0.0.1:{port}", proc, f"server {k + 1}")
             conf = self.run_dir / "nginx.conf"
-            conf.write_text(nginx_config(self.run_dir, f"127.0.0.1:{self.port}", self.backend_ports))
+            conf.write_text(nginx_config(self.run_dir, f"127.0.0.1:{self.port}", self.backend_ports,
+                                         self.per_client_connections))
             self.nginx = subprocess.Popen([nginx, "-p", str(self.run_dir), "-c", str(conf), "-e",
                                            str(self.run_dir / "error.log"), "-g", "daemon off;"],
                                           stdout=subprocess.DEVNULL, stderr=self._log("nginx"))
@@ -127,6 +130,8 @@ class Cluster:
         env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, **self.env}
         env.pop("PORT", None)
         env.setdefault("DATA_DIR", str(self.run_dir / "data"))  # one machine: the workspaces are shared too
+        # Every connection comes from nginx's address: nginx caps each client (limit_conn), not the servers.
+        env.setdefault("CLIENT_MAX_CONNECTIONS", "65536")
         return subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--port", str(port)], cwd=ROOT, env=env,
                                 stdout=self._log(f"server-{k + 1}"), stderr=subprocess.STDOUT)
 
@@ -165,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="nginx's port; the servers take the next N")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""))
+    parser.add_argument("--per-client-connections", type=int, default=128,
+                        help="connections one client address may hold through nginx (429 beyond)")
     args = parser.parse_args(argv)
     if not args.database_url or not args.redis_url:
         print("set DATABASE_URL (PostgreSQL or MySQL) and REDIS_URL, or pass --database-url and --redis-url",
@@ -172,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _terminate)
     cluster = Cluster(args.database_url, args.redis_url, args.port,
-                      [args.port + 1 + k for k in range(max(1, args.processes))])
+                      [args.port + 1 + k for k in range(max(1, args.processes))],
+                      per_client_connections=args.per_client_connections)
     try:
         cluster.start()
         print(f"{len(cluster.servers)} processes behind nginx at {cluster.url} (logs in {cluster.run_dir}); "

@@ -59,7 +59,8 @@ def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, st
         # number of this run's own, as the suite's tests take theirs (test/conftest.py).
         redis_url = f"redis://127.0.0.1:6379/{os.getpid() % 15 + 1}"
         cluster = Cluster(database_url, redis_url, free_port(), [free_port() for _ in range(processes)],
-                          env=server_env, run_dir=data_dir)
+                          env=server_env, run_dir=data_dir,
+                          per_client_connections=int(env.get("CLIENT_MAX_CONNECTIONS", "128")))
         with cluster:
             label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
             yield Target(label, cluster.url, cluster.pids, cluster.log_tail)

@@ -12,7 +12,7 @@ import requests
 import socketio
 
 from deploy.run_cluster import Cluster
-from test.conftest import free_port
+from test.conftest import free_port, wait_until
 from test.db_urls import fresh_database
 from test.scripted_llm import text
 
@@ -59,3 +59,25 @@ def test_a_reply_streams_through_nginx_in_front_of_two_processes(llm, tmp_path, 
                 events, streamed = stream_one_reply(cluster.url, transport)
                 assert streamed == REPLY, cluster.log_tail()
                 assert events.index("ai_message_start") < events.index("text_chunk") < events.index("task_complete")
+
+
+def test_nginx_caps_the_connections_of_one_client_address(llm, tmp_path, redis_url):
+    """Behind nginx the servers see one address for every client, so nginx keeps the per-client cap
+    (limit_conn): with a cap of 2, two open sockets of one address leave a third request refused with 429."""
+    env = {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "test-key", "LLM_MODEL": "scripted-model",
+           "LOG_LEVEL": "WARNING"}
+    with fresh_database("postgresql", tmp_path) as url:
+        cluster = Cluster(url, redis_url, free_port(), [free_port()], env=env, run_dir=tmp_path / "run",
+                          per_client_connections=2)
+        with cluster:
+            clients = [socketio.Client(reconnection=False) for _ in range(2)]
+            try:
+                for client in clients:
+                    client.connect(cluster.url, transports=["websocket"], wait_timeout=10)
+                refused = requests.get(cluster.url + "/healthz", timeout=10)
+                assert refused.status_code == 429
+            finally:
+                for client in clients:
+                    client.disconnect()
+            wait_until(lambda: requests.get(cluster.url + "/healthz", timeout=10).status_code == 200, 10,
+                       what="nginx to count the closed sockets out")
