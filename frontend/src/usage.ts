@@ -2,16 +2,9 @@
 // the conversation's total for its header, each turn's for the reply that ends it.
 
 import { api } from "./api";
+import type { UsageSums } from "./generated/events";
 
-export interface UsageSums {
-  prompt_tokens: number;
-  completion_tokens: number;
-  cached_tokens: number;
-  reasoning_tokens: number;
-  requests: number;
-  estimated: number;
-  cost: number | null;
-}
+export type { UsageSums };
 
 export interface ConversationUsage {
   totals: UsageSums;
