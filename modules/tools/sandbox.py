@@ -141,8 +141,7 @@ class Sandbox:
         self.cgroups = CommandCgroups(self.limits.memory_mb, self.limits.max_processes, enabled=cgroups)
         self._probed = False
         self.probe_ms: float | None = None
-        # Told how each command ended and how long it ran (`ok`/`failed`/`timeout`/`stopped`, seconds).
-        self.watchers: list[Callable[[str, float], None]] = []
+        self.watchers: list[Callable[[str, float], None]] = []  # told each command's end: status, seconds
 
     # -- deciding -------------------------------------------------------------
     def probe(self) -> Sandbox:

@@ -20,7 +20,7 @@ def test_a_message_stored_before_the_database_went_away_is_queued(tmp_path, monk
     conv, master = conversations.create_conversation(db, user.id, "outage")
     router = MessageRouter(db)
 
-    def gone(_message):
+    def gone(_message, *, receiver=None):
         raise DatabaseUnavailable("the database is unavailable: connection refused")
 
     monkeypatch.setattr(router, "deliver", gone)
