@@ -27,9 +27,10 @@ def test_a_command_of_many_processes_is_held_to_its_memory_and_process_limits(ma
     server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_MEMORY_MB": "128",
                               "COMMAND_MAX_PROCESSES": "16", "COMMAND_TIMEOUT_S": "30"})
     assert "for the whole command by cgroup" in server.log_text(), server.log_text()
+    before = set(Path("/sys/fs/cgroup/memory").rglob("chat-cmd-*"))  # a killed server's are not this test's
     result = run_in_sandbox(server, llm, HOG, token="tok-a")
     assert result["output"].count("survived") <= 1, result["output"]  # 128 MB hold one 70 MB block
     result = run_in_sandbox(server, llm, FORKS, token="tok-a")
     assert "Cannot fork" in result["output"] or "Resource temporarily unavailable" in result["output"], result
-    leftovers = [p for p in Path("/sys/fs/cgroup/memory").rglob("chat-cmd-*")]
+    leftovers = [p for p in Path("/sys/fs/cgroup/memory").rglob("chat-cmd-*") if p not in before]
     assert not leftovers, leftovers  # each command's cgroup is removed with it

@@ -80,6 +80,7 @@ def test_half_open_and_trickling_sockets_lock_nobody_out_and_are_closed(guarded)
     silent: list[socket.socket] = []
     trickling: list[socket.socket] = []
     try:
+        opened = time.monotonic()  # a socket opened more than the header timeout ago may have been closed
         for i in range(SLOW):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
             if i % 2:
@@ -87,10 +88,10 @@ def test_half_open_and_trickling_sockets_lock_nobody_out_and_are_closed(guarded)
                 trickling.append(sock)
             else:
                 silent.append(sock)
-        started = time.monotonic()
         refused = refusals(silent + trickling)
-        # past the cap: a 429, closed at once (a slot freed by a timeout meanwhile lets one more in)
-        assert refused <= SLOW - 100 and (refused >= SLOW - 100 - 5 or time.monotonic() - started > 4), refused
+        # past the cap: a 429, closed at once (a slot freed by a header timeout meanwhile lets one more in:
+        # on a busy machine opening the sockets alone can outlast the 4 s timeout)
+        assert refused <= SLOW - 100 and (refused >= SLOW - 100 - 5 or time.monotonic() - opened > 4), refused
         for _ in range(3):
             status, took = other_client(server, "GET", "/healthz")
             assert (status, took < 1) == (200, True), took
