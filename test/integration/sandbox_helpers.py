@@ -8,17 +8,22 @@ from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 
 
+def send_routed(server, message: str, *, token: str, conversation_id: str | None = None) -> dict:
+    """Send `message` as the owner of `token` and wait for its route (`GET /api/messages/<id>`)."""
+    body = {"message": message, **({"conversation_id": conversation_id} if conversation_id else {})}
+    res = server.post("/api/tasks", body, token=token)
+    assert res.status_code == 202, res.text
+    path = f"/api/messages/{res.json()['message_id']}"
+    return wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+                      what="the message's route")
+
+
 def run_in_sandbox(server, llm, command: str, *, token: str, conversation_id: str | None = None, **args) -> dict:
     """One turn whose model runs `command` in the foreground (in a new conversation unless one is named); the
     tool's result, with the conversation's id added as `conversation_id`."""
     llm.script(tool_calls(("run_command", {"command": command, **args})))
     llm.script(text("done"))
-    body = {"message": "please run it", **({"conversation_id": conversation_id} if conversation_id else {})}
-    res = server.post("/api/tasks", body, token=token)
-    assert res.status_code == 202, res.text
-    path = f"/api/messages/{res.json()['message_id']}"
-    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
-                      what="the message's route")
+    sent = send_routed(server, "please run it", token=token, conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
     result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
     return {**result, "conversation_id": sent["conversation_id"]}

@@ -10,7 +10,8 @@ import time
 import pytest
 import requests
 
-from test.conftest import TWO_USERS, wait_until
+from test.conftest import TWO_USERS
+from test.integration.sandbox_helpers import send_routed
 from test.scripted_llm import text, tool_calls
 from test.scripted_steps import hang, match_system
 
@@ -32,12 +33,7 @@ def one_step(server, llm, calls: list[tuple[str, dict]], token: str, conversatio
     """One master turn whose model makes `calls` at once; their results, and the conversation id."""
     llm.script(tool_calls(*calls), match=MASTER)
     llm.script(text("started what I could"), match=MASTER)
-    body = {"message": "start it all", **({"conversation_id": conversation_id} if conversation_id else {})}
-    res = server.post("/api/tasks", body, token=token)
-    assert res.status_code == 202, res.text
-    path = f"/api/messages/{res.json()['message_id']}"
-    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
-                      what="the message's route")
+    sent = send_routed(server, "start it all", token=token, conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=60, token=token)
     results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
     return results, sent["conversation_id"]
