@@ -30,12 +30,13 @@ Redis message queue) with 1, then N processes, and prints the streams completed 
 the server's RSS after each; the goal is no growth beyond the warm-up (the first quarter of the waves).
 
 Run: `.venv/bin/python bench/load.py` (5,000 idle, 500 streams; a few minutes on 2 cores);
-`--quick` for a smoke run; `--processes 2` for the cluster; `--soak-s 600 --idle 0 --streams 200` for the soak.
+`--quick` for a smoke run; `--profile` to print where the product's CPU went (bench/streaming/profile.py); `--processes 2` for the cluster; `--soak-s 600 --idle 0 --streams 200` for the soak.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import signal
@@ -50,6 +51,7 @@ if str(ROOT) not in sys.path:  # `python bench/load.py` puts bench/ first, not t
     sys.path.insert(0, str(ROOT))
 
 from bench.streaming import targets as load_targets  # noqa: E402
+from bench.streaming.profile import Sampler  # noqa: E402
 from bench.streaming.report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
 from test.scripted_llm import ScriptedLLMServer, is_stage_request  # noqa: E402
 from test.scripted_llm import text as text_step  # noqa: E402
@@ -91,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
     model_stream_s = (args.chunks + 1) * args.chunk_ms / 1000  # role delta at once, chunks and stop each a gap later
     model_first_s = args.chunk_ms / 1000
     tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    # One local user drives every client: its per-user limits would be the bench's ceiling.
-    env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + args.streams + 100),
+    # One local user drives every client: its per-user limits would be the bench's ceiling. Each streaming
+    # client holds a keep-alive HTTP connection (its conversation's POST) beside its socket.
+    env = {"LOG_LEVEL": "WARNING", "CLIENT_MAX_CONNECTIONS": str(args.idle + 2 * args.streams + 100),
            **{f"RATE_LIMIT_{kind}_PER_MIN": "100000000" for kind in ("SENDS", "CONVERSATIONS", "SOCKET_EVENTS")},
            **dict(pair.partition("=")[::2] for pair in args.env)}
     database = "postgresql" if args.processes else args.database
@@ -102,11 +105,15 @@ def run(args: argparse.Namespace) -> int:
 
     step = text_step(reply, chunk_size=4, delay_s=args.chunk_ms / 1000)
 
-    def one(target_cm, *, goals: bool) -> tuple[str, dict] | None:
+    def one(target_cm, *, goals: bool, profile: bool = False) -> tuple[str, dict] | None:
         llm.reset()  # each target's timings from its own requests
         llm.set_default(step)
         with target_cm as target:
-            result = drive(args, target, llm)
+            sampler = Sampler(target.pids[0], tmp / "profile.txt") if profile else None
+            with sampler or contextlib.nullcontext():
+                result = drive(args, target, llm)
+            if sampler is not None:
+                print(sampler.report())
             if result is None:
                 return None
             if not args.soak_s:
@@ -128,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
                 compare_processes(runs)
                 return 0
             relay = one(load_targets.relay(llm.base_url, tmp / "relay"), goals=False)
-            product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True)
+            product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True,
+                          profile=args.profile)
             if relay is None or product is None:
                 return 1
             compare_with_relay(summary("bare relay", args, relay[1]), summary(product[0], args, product[1]))
@@ -161,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
     parser.add_argument("--quick", action="store_true", help="200 idle, 20 streams")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the product with py-spy while it is driven; print its top functions")
     args = parser.parse_args(argv)
     if args.quick:
         args.idle, args.streams = min(args.idle, 200), min(args.streams, 20)

@@ -123,6 +123,8 @@ class Settings:
     stream_flush_ms: float = 40.0
     peer_poll_s: float = 1.0
     db_timeout_s: float = 5.0
+    db_pool_size: int = 20
+    db_pool_overflow: int = 20
     command_output_tail_chars: int = 8_000
     sandbox: str = "auto"
     sandbox_network: bool = False
@@ -212,6 +214,8 @@ class Settings:
             stream_flush_ms=_float(env, "STREAM_FLUSH_MS", base.stream_flush_ms, allow_zero=True),
             peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
             db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
+            db_pool_size=_int(env, "DB_POOL_SIZE", base.db_pool_size),
+            db_pool_overflow=_int(env, "DB_POOL_OVERFLOW", base.db_pool_overflow),
             sandbox=_choice(env, "SANDBOX", ("auto", "on", "off")),
             sandbox_network=_choice(env, "SANDBOX_NETWORK", ("off", "on")) == "on",
             command_memory_mb=_int(env, "COMMAND_MEMORY_MB", base.command_memory_mb),

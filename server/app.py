@@ -54,7 +54,8 @@ def build_tools() -> ToolRegistry:
 
 def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Flask, SocketIO]:
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    db = Database(settings.database_url, timeout_s=settings.db_timeout_s)
+    db = Database(settings.database_url, timeout_s=settings.db_timeout_s, pool_size=settings.db_pool_size,
+                  pool_overflow=settings.db_pool_overflow)
     db.migrate()
     socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None, serializer=TolerantPacket,
                         channel=scoped_channel("flask-socketio", settings.redis_url) if settings.redis_url

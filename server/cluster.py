@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from typing import Protocol
 
@@ -69,17 +70,14 @@ class Membership:
 
     def run(self, tasks: InterruptedWork, commands: BackgroundCommandManager) -> None:
         """The loop; never returns. `tasks` is the TurnManager (server/turns/manager.py), `commands` the
-        BackgroundCommandManager."""
-        last_beat = last_sweep = last_poll = time.monotonic()
+        BackgroundCommandManager. The heartbeat beats in a loop of its own, on a connection of its own
+        (`Database.write_control`): a stop poll or a sweep that waits for the database never delays it."""
+        threading.Thread(target=self.beat_forever, name="heartbeat", daemon=True).start()
+        last_sweep = last_poll = time.monotonic()
         while True:
             time.sleep(TICK_S)
             try:
                 current = time.monotonic()
-                # The beat first: after an outage, peers judge us by it once their grace ends, and the other
-                # steps may first meet the dead connections the outage left in the pool.
-                if current - last_beat >= HEARTBEAT_S:
-                    processes.heartbeat(self._db, self.process_id)
-                    last_beat = current
                 if current - last_poll >= self._poll_s:
                     tasks.apply_stop_requests()
                     commands.apply_cancel_requests()
@@ -91,3 +89,13 @@ class Membership:
                 log.warning("membership loop: no database (%s); retrying", str(exc).splitlines()[0])
             except Exception:
                 log.exception("membership loop failed; retrying")
+
+    def beat_forever(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            try:
+                processes.heartbeat(self._db, self.process_id)
+            except (OperationalError, InterfaceError) as exc:
+                log.warning("heartbeat: no database (%s); retrying", str(exc).splitlines()[0])
+            except Exception:
+                log.exception("heartbeat failed; retrying")

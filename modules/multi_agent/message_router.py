@@ -131,15 +131,28 @@ class MessageRouter:
 
     def release(self, message: PendingMessage) -> RouteResult | None:
         """Queue a user message held for routing (`storage.unrouted`) for the receiver it now names, then
-        deliver it as `route_message` does; None when another process released it first."""
-        with self._db.write() as s:
-            agent = agent_store.lock_for_queueing_in(s, message.target_agent_id)
+        deliver it as `route_message` does; None when another process released it first. Releases of many
+        conversations at once share the group commit's transactions, as sends do."""
+        receiver = self._writer.call_batched(self._release_batch, message)
+        return self._deliver_stored(message, receiver) if receiver is not None else None
+
+    def _release_batch(self, s: Session, messages: list[PendingMessage]) -> list[ReceiverRow | RouteError | None]:
+        """The releases of one batch: their receivers share-locked in one statement; per message, its
+        receiver's row (released), None (released before), or the RouteError its caller gets."""
+        receivers = agent_store.lock_many_for_queueing_in(s, {m.target_agent_id for m in messages})
+        outcomes: list[ReceiverRow | RouteError | None] = []
+        for message in messages:
+            agent = receivers.get(message.target_agent_id)
             if agent is None or agent.terminated:
-                raise RouteError(f"{agent.display_name if agent else message.target_agent_id} takes no more messages")
-            released = unrouted.release_in(s, message.id, dict(
-                target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
-                meta=message.meta))
-        return self._deliver_stored(message) if released else None
+                name = agent.display_name if agent else message.target_agent_id
+                outcomes.append(RouteError(f"{name} takes no more messages"))
+            elif unrouted.release_in(s, message.id, dict(
+                    target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
+                    meta=message.meta)):
+                outcomes.append(agent)
+            else:
+                outcomes.append(None)
+        return outcomes
 
     def stored(self, message_id: str) -> PendingMessage | None:
         """A message already in a queue (queued or consumed), by id."""

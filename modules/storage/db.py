@@ -11,6 +11,10 @@ checkout, each statement (server-side where the database has a setting, and
 as a whole-transaction deadline under eventlet), SQLite's file lock. A
 transaction that fails for want of the database raises DatabaseUnavailable
 and makes `health` look at once.
+
+On PostgreSQL and MariaDB the process's heartbeat writes through an engine of its own (`write_control`: one
+connection, never shared), so a pool drained by hundreds of streams cannot hold it back until a peer judges
+the process gone and takes its work over (README, "Deployment").
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_POOL_SIZE = 20  # DB_POOL_SIZE: connections kept; as many again may open under load (DB_POOL_OVERFLOW)
 SQLITE_BUSY_MS = 100  # the longest C-level wait on SQLite's lock; longer waits are green (see _begin_immediate)
 MIGRATION_LOCK_WAIT_S = 120.0
 PROBER_TIMEOUT_S = 1.5  # the health prober's patience: a busy machine must not look like an outage
@@ -105,7 +110,8 @@ def _connect_args(dialect: str, timeout_s: float, *, statements_bounded: bool) -
 
 
 class Database:
-    def __init__(self, url: str, *, echo: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, url: str, *, echo: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 pool_size: int = DEFAULT_POOL_SIZE, pool_overflow: int | None = None):
         self.url = _normalise_url(url)
         parsed = make_url(self.url)
         self.dialect = parsed.get_backend_name()
@@ -119,12 +125,18 @@ class Database:
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_MS / 1000}
         else:
-            kwargs.update(pool_size=10, max_overflow=20, pool_recycle=1800, pool_timeout=timeout_s,
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size if pool_overflow is None else pool_overflow,
+                          pool_recycle=1800, pool_timeout=timeout_s,
                           connect_args=_connect_args(self.dialect, timeout_s, statements_bounded=True))
         self.engine: Engine = create_engine(self.url, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite has no pool to drain (its writers queue on one lock, where `first` puts the beat in front).
+        self._control_engine: Engine | None = None if self.is_sqlite else create_engine(
+            self.url, echo=echo, pool_size=1, max_overflow=0, pool_recycle=1800, pool_timeout=timeout_s,
+            connect_args=_connect_args(self.dialect, timeout_s, statements_bounded=True))
+        self._control_sessions = sessionmaker(self._control_engine or self.engine, expire_on_commit=False)
         self._write_lock = threading.RLock() if self.is_sqlite else None
         self._line = threading.Condition()
         self._firsts = 0  # `first` writers waiting for the SQLite write lock
@@ -141,6 +153,16 @@ class Database:
         that come later wait until this one has the lock (the group commit, which writes for many)."""
         limit = timeout_s or self.timeout_s
         with self._bounded(limit), self._writer(limit, first), self._sessions() as session, session.begin():
+            if self.is_sqlite:
+                _begin_immediate(session, time.monotonic() + limit)
+            yield session
+
+    @contextmanager
+    def write_control(self) -> Iterator[Session]:
+        """A write that never waits behind ordinary work: the heartbeat's (see the module's docstring). One
+        caller at a time (the membership loop's beat)."""
+        limit = self.timeout_s
+        with self._bounded(limit), self._writer(limit, True), self._control_sessions() as session, session.begin():
             if self.is_sqlite:
                 _begin_immediate(session, time.monotonic() + limit)
             yield session
@@ -273,6 +295,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._control_engine is not None:
+            self._control_engine.dispose()
 
 
 @contextmanager

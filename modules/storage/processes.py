@@ -40,8 +40,9 @@ def register(db: Database) -> str:
 
 
 def heartbeat(db: Database, process_id: str) -> None:
-    """Beat; a process that a peer wrongly judged gone (and forgot) registers again."""
-    with db.write() as s:
+    """Beat, on the database's control connection (never behind ordinary work); a process that a peer
+    wrongly judged gone (and forgot) registers again."""
+    with db.write_control() as s:
         beat = s.execute(update(ServerProcess).where(ServerProcess.id == process_id).values(heartbeat_at=now()))
         if rowcount(beat) == 0:
             ts = now()

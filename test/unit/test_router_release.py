@@ -5,6 +5,7 @@ message stays held."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,8 @@ from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, MessageRouter
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
+from test.conftest import wait_until
 from test.unit.teams import conversation_with_sub_agent
 
 
@@ -82,3 +85,40 @@ def test_a_terminated_or_unknown_receiver_refuses_and_the_message_stays_held(tea
     # The inbox then hands it to the master: released once, at last.
     assert router.release(_routed(held, master)).delivery == TRIGGERED_NEW_TURN
     assert [r.id for r in queue.list_queued(db, master.id)] == [held.id] and woken == [master.id]
+
+
+def test_releases_of_one_batch_share_a_transaction_and_each_hear_their_own_answer(team):
+    """Routing workers of many conversations release at once (issue 26): one transaction for the batch; a
+    terminated receiver refuses only its own message, a message released before answers None."""
+    db, conv, master, sub, manager, _router, _woken = team
+    writer = GroupCommit(db)
+    router = MessageRouter(db, writer=writer, wake=lambda agent_id: f"task-of-{agent_id}")
+    to_master, to_terminated, twice = (_held(db, conv, master, text) for text in ("one", "two", "three"))
+    assert router.release(_routed(twice, master)) is not None
+    assert manager.mark_terminated(sub.id)
+    hold = threading.Event()
+    leader = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
+    leader.start()
+    wait_until(lambda: writer._leading, what="a batch holding the lead")
+    answers: dict[str, object] = {}
+
+    def release(message: PendingMessage) -> None:
+        try:
+            answers[message.content] = router.release(message)
+        except RouteError as exc:
+            answers[message.content] = exc
+
+    releases = [_routed(to_master, master), _routed(to_terminated, sub), _routed(twice, master)]
+    threads = [threading.Thread(target=release, args=(m,), daemon=True) for m in releases]
+    for queued, thread in enumerate(threads, 1):
+        thread.start()
+        wait_until(lambda n=queued: len(writer._queue) == n, what="the release queued behind the held batch")
+    batches = writer.batches
+    hold.set()
+    for thread in [leader, *threads]:
+        thread.join(30)
+    assert writer.batches == batches + 2  # the held batch, then all three releases in one
+    assert answers["one"].delivery == TRIGGERED_NEW_TURN
+    assert str(answers["two"]) == "InfoAgent_1 takes no more messages"
+    assert answers["three"] is None
+    assert unrouted.unrouted(db, conv.id)[0].id == to_terminated.id  # still held
