@@ -30,7 +30,8 @@ Redis message queue) with 1, then N processes, and prints the streams completed 
 the server's RSS after each; the goal is no growth beyond the warm-up (the first quarter of the waves).
 
 Run: `.venv/bin/python bench/load.py` (5,000 idle, 500 streams; a few minutes on 2 cores);
-`--quick` for a smoke run; `--profile` to print where the product's CPU went (bench/streaming/profile.py); `--processes 2` for the cluster; `--soak-s 600 --idle 0 --streams 200` for the soak.
+`--quick` for a smoke run; `--profile` to print where the product's CPU went (bench/streaming/profile.py);
+`--processes 2` for the cluster; `--soak-s 600 --idle 0 --streams 200` for the soak.
 """
 
 from __future__ import annotations

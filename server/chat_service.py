@@ -108,9 +108,7 @@ class ChatService:
         conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
         if conv is None:
             raise not_found("conversation")
-        title = title_from(req.message) if conv.title == DEFAULT_TITLE else None
-        conversation_store.touch_conversation(rt.db, conv.id, title=title)
-        return conv
+        return conv  # touched with the held message, in its transaction (`RoutingInbox.hold`)
 
     def _deliver(self, user_id: int, req: SendMessageBody,
                  on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
@@ -127,7 +125,8 @@ class ChatService:
             self._routing.check_question(conv, agent_store.list_agents(rt.db, conv.id), req.question_id)
         with self._in_order(conv.id):
             held = self.inbox.hold(conv, req.message, req.question_id, _message_id(conv.user_id, req.client_message_id),
-                                   req.client_message_id)
+                                   req.client_message_id,
+                                   title=title_from(req.message) if conv.title == DEFAULT_TITLE else None)
         return pending_answer(held.id, conv.id)
 
     def _answer_stored(self, message: PendingMessage,

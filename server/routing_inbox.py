@@ -15,6 +15,8 @@ import logging
 import threading
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
@@ -45,8 +47,10 @@ class RoutingInbox:
         self._again: set[str] = set()
 
     def hold(self, conv: Conversation, content: str, question_id: str | None, message_id: str | None,
-             client_message_id: str | None) -> PendingMessage:
-        """Store the message for routing (addressed to the master until routed) and start routing it."""
+             client_message_id: str | None, *, title: str | None = None) -> PendingMessage:
+        """Store the message for routing (addressed to the master until routed) and start routing it. The
+        conversation is touched (and given `title`) in the same transaction, which concurrent sends share
+        (the group commit)."""
         rt = self._rt
         master = agent_store.get_master(rt.db, conv.id)
         meta: dict[str, Any] = {"source": "user", "visibility": "chat"}
@@ -55,8 +59,13 @@ class RoutingInbox:
         message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                      content=content, source_display_name="user", question_id=question_id,
                                      meta=meta, id=message_id)
-        with rt.db.write() as s:
-            unrouted.store_in(s, message.row_values())
+        values = message.row_values()
+
+        def store(s: Session) -> None:
+            conversation_store.touch_conversation_in(s, conv.id, title)
+            unrouted.store_in(s, values)
+
+        rt.writer.call(store)
         self.kick(conv.id)
         return message
 
@@ -145,7 +154,7 @@ class RoutingInbox:
         rt.active_agents.set_active_agent(conv.id, target.display_name)
         outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
                    "agent_id": target.id, "target_agent": target.display_name}
-        unrouted.record_delivery(rt.db, held.id, outcome)
+        rt.writer.call(lambda s: unrouted.record_delivery_in(s, held.id, outcome))
         emit_pending_count(rt, conv.id, target.id)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.

@@ -234,9 +234,11 @@ class MessageRouter:
         return message_store.append_in(session, conversation_id, agent_id, drafts) if drafts else []
 
     def consume_pending_messages(self, agent_id: str, conversation_id: str, consumed_by: str) -> list[Message]:
-        """Drain the queue into the history in one transaction: each message is consumed exactly once."""
-        with self._db.write() as s:
-            return self.drain_to_history_in(s, agent_id, conversation_id, consumed_by, last_starts_work=False)
+        """Drain the queue into the history in one transaction: each message is consumed exactly once. The
+        transaction is the group commit's (the drains before every model call of hundreds of turns, and the
+        sends, share commits)."""
+        return self._writer.call(lambda s: self.drain_to_history_in(s, agent_id, conversation_id, consumed_by,
+                                                                    last_starts_work=False))
 
     def has_queued(self, agent_id: str) -> bool:
         return queue.has_queued(self._db, agent_id)

@@ -53,6 +53,11 @@ def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
                            .with_for_update(key_share=True)).first()
 
 
+def lock_for_turn_in(session: Session, agent_id: str) -> Agent | None:
+    """The agent, its row locked as `lock_terminated_in` locks it: read whole, for the start of its turn."""
+    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(key_share=True)).first()
+
+
 def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | None:
     """The agent, its row share-locked while a message is queued for it: a termination (which discards the
     queue) commits either before, and the sender hears it, or after, and takes the message along."""

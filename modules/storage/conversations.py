@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, exists, func, or_, select, update
+from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import (
@@ -120,8 +121,13 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
 
 
 def touch_conversation(db: Database, conversation_id: str, title: str | None = None) -> None:
+    with db.write() as s:
+        touch_conversation_in(s, conversation_id, title)
+
+
+def touch_conversation_in(session: Session, conversation_id: str, title: str | None = None) -> None:
+    """`touch_conversation` inside the caller's transaction (a send: with its held message)."""
     values: dict[str, Any] = {"updated_at": now()}
     if title is not None:
         values["title"] = title
-    with db.write() as s:
-        s.execute(update(Conversation).where(Conversation.id == conversation_id).values(**values))
+    session.execute(update(Conversation).where(Conversation.id == conversation_id).values(**values))

@@ -30,6 +30,7 @@ from modules.storage.db import Database, DatabaseUnavailable
 
 T = TypeVar("T")
 DEFAULT_MAX_ROWS = 400
+STEP_ROWS = 8
 
 
 @dataclass
@@ -49,7 +50,8 @@ class _Pending:
 
     @property
     def size(self) -> int:
-        return len(self.rows) or 1
+        """Rows, for a batch's bound; a step (a turn's end: several statements) weighs STEP_ROWS."""
+        return len(self.rows) or (STEP_ROWS if self.step is not None else 1)
 
 
 class GroupCommit:

@@ -21,12 +21,12 @@ FINAL_STATUSES = (SUCCEEDED, FAILED, STOPPED)
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
                    trigger_message_id: str | None = None, owner: str | None = None,
-                   task_id: str | None = None) -> Task:
+                   task_id: str | None = None, meta: dict[str, Any] | None = None) -> Task:
     """A pending task, written inside the caller's transaction (with its trigger message)."""
     task = Task(
         id=task_id or new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
         status=PENDING, trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
-        created_at=now(),
+        created_at=now(), meta=meta,
     )
     session.add(task)
     session.flush()

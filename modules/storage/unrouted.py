@@ -55,6 +55,11 @@ def release_in(session: Session, message_id: str, values: dict[str, Any]) -> boo
 def record_delivery(db: Database, message_id: str, routed: dict[str, Any]) -> None:
     """Remember where a released message went (`route`, `delivery`, `task_id`), for `GET /api/messages/<id>`."""
     with db.write() as s:
-        row = s.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
-        if row is not None:
-            row.meta = {**(row.meta or {}), "routed": routed}
+        record_delivery_in(s, message_id, routed)
+
+
+def record_delivery_in(session: Session, message_id: str, routed: dict[str, Any]) -> None:
+    """`record_delivery` inside the caller's transaction (the group commit's, in the routing inbox)."""
+    row = session.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
+    if row is not None:
+        row.meta = {**(row.meta or {}), "routed": routed}

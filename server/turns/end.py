@@ -132,36 +132,44 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
 
 def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts,
             usage: dict[str, Any], *, retried: bool) -> _Ended | None:
+    """The end's one transaction, shared with whatever else the process writes at that moment (the group
+    commit: a wave of turns ending costs one commit, not one each)."""
+    with rt.event_log.exclusive(turn.task_id):
+        return rt.event_log.writer.call(lambda s: _commit_in(s, rt, turn, sender, outcome, facts, usage,
+                                                             retried=retried))
+
+
+def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome,
+               facts: _Facts, usage: dict[str, Any], *, retried: bool) -> _Ended | None:
     me = rt.membership.process_id
-    with rt.event_log.exclusive(turn.task_id), rt.db.write() as s:
-        # First the status, by compare-and-set: a process that took this task over (it judged us gone)
-        # has the last word, and its row lock keeps anyone else from ending it meanwhile.
-        if not task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
-                                             expected=task_store.ACTIVE_STATUSES, owner=me):
-            task = task_store.reread_in(s, turn.task_id)
-            mine = retried and task is not None and task.owner == me and task.status == outcome.status \
-                and task.error == outcome.error
-            return _Ended(None, []) if mine else None
-        close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
-                                 _CLOSE_REASONS.get(outcome.status, _FAILED_REASON))
-        # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
-        queue.requeue_answers_taken_after_in(s, turn.agent_id, message_store.last_written_at_in(s, turn.agent_id))
-        change = _release_in(rt, s, turn.agent_id, outcome)
-        events: list[tuple[str, dict[str, Any]]] = []
-        if change is not None:
-            events.append(("agent_state", state_event(change)))
-        if facts.busy_sub_agents:
-            events.append(("sub_agent_waiting", {"count": len(facts.busy_sub_agents), "tasks": facts.busy_sub_agents}))
-        if outcome.status == SUCCEEDED:
-            events.append(("task_complete", {**facts.flags, "usage": usage}))
-        elif outcome.status == STOPPED:
-            events.append(("task_stopped", {**facts.flags}))
-        else:
-            events.append(("error", {**(outcome.error or {}), **facts.flags}))
-        payloads = sender.payloads(events)
-        first_idx = rt.event_log.append_in(s, turn.task_id, payloads)
-        if facts.notice is not None:
-            rt.router.enqueue_in(s, facts.notice)
+    # First the status, by compare-and-set: a process that took this task over (it judged us gone)
+    # has the last word, and its row lock keeps anyone else from ending it meanwhile.
+    if not task_store.set_task_status_in(s, turn.task_id, outcome.status, error=outcome.error,
+                                         expected=task_store.ACTIVE_STATUSES, owner=me):
+        task = task_store.reread_in(s, turn.task_id)
+        mine = retried and task is not None and task.owner == me and task.status == outcome.status \
+            and task.error == outcome.error
+        return _Ended(None, []) if mine else None
+    close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
+                             _CLOSE_REASONS.get(outcome.status, _FAILED_REASON))
+    # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
+    queue.requeue_answers_taken_after_in(s, turn.agent_id, message_store.last_written_at_in(s, turn.agent_id))
+    change = _release_in(rt, s, turn.agent_id, outcome)
+    events: list[tuple[str, dict[str, Any]]] = []
+    if change is not None:
+        events.append(("agent_state", state_event(change)))
+    if facts.busy_sub_agents:
+        events.append(("sub_agent_waiting", {"count": len(facts.busy_sub_agents), "tasks": facts.busy_sub_agents}))
+    if outcome.status == SUCCEEDED:
+        events.append(("task_complete", {**facts.flags, "usage": usage}))
+    elif outcome.status == STOPPED:
+        events.append(("task_stopped", {**facts.flags}))
+    else:
+        events.append(("error", {**(outcome.error or {}), **facts.flags}))
+    payloads = sender.payloads(events)
+    first_idx = rt.event_log.append_in(s, turn.task_id, payloads)
+    if facts.notice is not None:
+        rt.router.enqueue_in(s, facts.notice)
     return _Ended(first_idx, payloads)
 
 

@@ -91,34 +91,35 @@ class TurnManager:
         """Start a turn for an idle/completed agent that has queued messages; its task id, or None
         when the agent is busy, has nothing queued, or another caller won the claim."""
         rt = self._rt
-        agent = agent_store.get_agent(rt.db, agent_id)
-        if agent is None or agent.terminated or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
-            return None
-        if not rt.router.has_queued(agent_id):
-            return None
         task_id = new_id()
         with self._lock:
             self._starting.add(task_id)  # so the watchdog never mistakes the fresh task for an orphan
         try:
-            # The claim, the task and the drain commit together: an agent is never `running` without its
-            # task, so nothing (recovery included) can mistake a fresh claim for an orphan.
+            # The claim, the drain and the task commit together: an agent is never `running` without its
+            # task, so nothing (recovery included) can mistake a fresh claim for an orphan. Nothing is read
+            # before: the callers start turns for agents they just saw idle with a message queued, so the
+            # checks are made once, here, under the lock (one transaction, no reads ahead of it).
             with rt.db.write() as s:
                 # Locked first, so a termination cannot slip in between this check and the claim.
-                if agent_store.lock_terminated_in(s, agent_id):
+                agent = agent_store.lock_for_turn_in(s, agent_id)
+                if agent is None or agent.terminated \
+                        or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
                     raise _NoTurn
                 claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
                 if claim is None:
                     raise _NoTurn
-                task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
-                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
-                                                 owner=rt.membership.process_id, task_id=task_id)
-                drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
+                drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task_id,
                                                         last_starts_work=True)
                 if not drained:
                     raise _NoTurn
-                task.trigger_message_id = drained[-1].message_id
                 from_user = all((m.meta or {}).get("source") == "user" for m in drained)
-                task.meta = {"message_ids": [m.message_id for m in drained], "from_user": from_user}
+                # Written after the drain, whole: its trigger and messages in its one INSERT.
+                task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
+                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
+                                                 owner=rt.membership.process_id, task_id=task_id,
+                                                 trigger_message_id=drained[-1].message_id,
+                                                 meta={"message_ids": [m.message_id for m in drained],
+                                                       "from_user": from_user})
             self._register(task, agent, drained, from_user)
         except _NoTurn:
             return None
@@ -164,7 +165,8 @@ class TurnManager:
             if turn.stopped():
                 outcome = TurnOutcome(STOPPED)
             else:
-                task_store.set_task_status(rt.db, task_id, task_store.RUNNING, expected=(task_store.PENDING,))
+                rt.event_log.writer.call(lambda s: task_store.set_task_status_in(  # shares a batch (group commit)
+                    s, task_id, task_store.RUNNING, expected=(task_store.PENDING,)))
                 rt.metrics.turns_started.inc()
                 with rt.tracing.span(f"invoke_agent {turn.display_name}", {
                         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": turn.display_name,

@@ -40,12 +40,12 @@ class FlakyDatabase(Database):
         self.fail_before = self.fail_after = self.writes = 0
 
     @contextmanager
-    def write(self):
+    def write(self, **kwargs):  # the group commit's too (`first=True`): a turn's end shares its batches
         self.writes += 1
         if self.fail_before:
             self.fail_before -= 1
             raise OperationalError("UPDATE", {}, Exception("database is down"))
-        with super().write() as s:
+        with super().write(**kwargs) as s:
             yield s
         if self.fail_after:
             self.fail_after -= 1
