@@ -134,8 +134,12 @@ def take_in(session: Session, message_id: str, consumed_by: str) -> PendingMessa
 
 def has_queued(db: Database, agent_id: str) -> bool:
     with db.read() as s:
-        return bool(s.scalar(select(exists().where(PendingMessageRow.target_agent_id == agent_id,
-                                                   PendingMessageRow.status == QUEUED))))
+        return has_queued_in(s, agent_id)
+
+
+def has_queued_in(session: Session, agent_id: str) -> bool:
+    return bool(session.scalar(select(exists().where(PendingMessageRow.target_agent_id == agent_id,
+                                                     PendingMessageRow.status == QUEUED))))
 
 
 def list_queued(db: Database, agent_id: str) -> list[PendingMessageRow]:

@@ -16,6 +16,7 @@ import threading
 from typing import NamedTuple
 
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
@@ -23,6 +24,7 @@ from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.peer_signals import STOP
 from modules.storage import agents as agent_store
+from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
@@ -95,32 +97,13 @@ class TurnManager:
         with self._lock:
             self._starting.add(task_id)  # so the watchdog never mistakes the fresh task for an orphan
         try:
-            # The claim, the drain and the task commit together: an agent is never `running` without its
-            # task, so nothing (recovery included) can mistake a fresh claim for an orphan. Nothing is read
-            # before: the callers start turns for agents they just saw idle with a message queued, so the
-            # checks are made once, here, under the lock (one transaction, no reads ahead of it).
-            with rt.db.write() as s:
-                # Locked first, so a termination cannot slip in between this check and the claim.
-                agent = agent_store.lock_for_turn_in(s, agent_id)
-                if agent is None or agent.terminated \
-                        or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
-                    raise _NoTurn
-                claim = rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
-                if claim is None:
-                    raise _NoTurn
-                drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task_id,
-                                                        last_starts_work=True)
-                if not drained:
-                    raise _NoTurn
-                from_user = all((m.meta or {}).get("source") == "user" for m in drained)
-                # Written after the drain, whole: its trigger and messages in its one INSERT.
-                task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
-                                                 task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
-                                                 owner=rt.membership.process_id, task_id=task_id,
-                                                 trigger_message_id=drained[-1].message_id,
-                                                 meta={"message_ids": [m.message_id for m in drained],
-                                                       "from_user": from_user})
-            self._register(task, agent, drained, from_user)
+            # One transaction, the group commit's (a wave of sends starts its turns in shared commits), with no
+            # reads ahead of it: every check is made once, under the agent's lock.
+            started = rt.event_log.writer.call(lambda s: self._start_in(s, agent_id, task_id))
+            if started is None:
+                return None
+            task, agent, drained, claim = started
+            self._register(task, agent, drained, all((m.meta or {}).get("source") == "user" for m in drained))
         except _NoTurn:
             return None
         finally:
@@ -128,6 +111,34 @@ class TurnManager:
                 self._starting.discard(task_id)
         rt.spawn(self._supervise, task.id, claim)
         return task.id
+
+    def _start_in(self, s: Session, agent_id: str,
+                  task_id: str) -> tuple[Task, Agent, list[Message], StateChange] | None:
+        """The claim, the drain and the task, together: an agent is never `running` without its task, so
+        nothing (recovery included) can mistake a fresh claim for an orphan. None, with nothing written, when
+        there is no turn to start; `_NoTurn` (the batch rolled back, its other writers retried alone) only
+        when the queue emptied between the look and the drain under the claim."""
+        # Locked first, so a termination cannot slip in between this check and the claim.
+        agent = agent_store.lock_for_turn_in(s, agent_id)
+        if agent is None or agent.terminated or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
+            return None
+        if not queue.has_queued_in(s, agent_id):
+            return None
+        claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
+        if claim is None:
+            return None
+        drained = self._rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task_id,
+                                                      last_starts_work=True)
+        if not drained:
+            raise _NoTurn
+        from_user = all((m.meta or {}).get("source") == "user" for m in drained)
+        # Written after the drain, whole: its trigger and messages in its one INSERT.
+        task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
+                                         task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
+                                         owner=self._rt.membership.process_id, task_id=task_id,
+                                         trigger_message_id=drained[-1].message_id,
+                                         meta={"message_ids": [m.message_id for m in drained], "from_user": from_user})
+        return task, agent, drained, claim
 
     def _register(self, task: Task, agent: Agent, drained: list[Message], from_user: bool) -> None:
         rt = self._rt
