@@ -37,13 +37,13 @@ Run: `.venv/bin/python bench/load.py` (5,000 idle, 500 streams; a few minutes on
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -60,19 +60,39 @@ from test.scripted_llm import text as text_step  # noqa: E402
 DRIVER = ROOT / "bench" / "load_driver.cjs"
 
 
-def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLLMServer) -> dict | None:
-    """One driver run against `target`: its result, or None (the logs printed) when the driver failed."""
+def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLLMServer,
+          sampler: Sampler | None = None) -> dict | None:
+    """One driver run against `target`: its result, or None (the logs printed) when the driver failed.
+    `sampler` profiles the wave alone: from the send to the end of the streams (not the connecting and
+    the verification around it)."""
     config = dict(url=target.url, serverPids=target.pids, idle=args.idle, streams=args.streams,
                   batch=args.batch, connectTimeoutMs=60_000, ackTimeoutMs=60_000,
                   streamTimeoutMs=int(args.stream_timeout_s * 1000), soakS=args.soak_s,
                   message="Tell me something long.")
     print(f"\n== {target.label}", flush=True)
     started = time.monotonic()
-    done = subprocess.run(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
-                          text=True, timeout=args.soak_s + args.stream_timeout_s + 900)
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    proc = subprocess.Popen(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(args.soak_s + args.stream_timeout_s + 900, proc.kill)
+    timer.start()
+    stdout = threading.Thread(target=lambda: setattr(proc, "out", proc.stdout.read()), daemon=True)
+    stdout.start()
+    try:
+        for progress in proc.stderr:
+            sys.stderr.write(progress)
+            if sampler is not None and "sending" in progress:
+                sampler.__enter__()
+            elif sampler is not None and "streams ended" in progress:
+                sampler.__exit__()
+        proc.wait()
+        stdout.join()
+    finally:
+        timer.cancel()
+        if sampler is not None:
+            sampler.__exit__()
+    line = next((ln for ln in proc.out.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        print(f"the driver failed (exit {done.returncode}); server log tail:\n{target.log_text()}")
+        print(f"the driver failed (exit {proc.returncode}); server log tail:\n{target.log_text()}")
         return None
     print(f"driver wall time {time.monotonic() - started:.1f} s")
     return json.loads(line[len("RESULT "):])
@@ -111,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
         llm.set_default(step)
         with target_cm as target:
             sampler = Sampler(target.pids[0], tmp / "profile.txt") if profile else None
-            with sampler or contextlib.nullcontext():
-                result = drive(args, target, llm)
+            result = drive(args, target, llm, sampler)
             if sampler is not None:
                 print(sampler.report())
             if result is None:

@@ -35,10 +35,12 @@ class Sampler:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Sampler:
-        self._proc = subprocess.Popen(self._cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if self._proc is None:
+            self._proc = subprocess.Popen(self._cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        """Stops the sampling (once; again is a no-op)."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
             try:
@@ -85,7 +87,8 @@ def summarise(collapsed: str) -> str:
                 project[frame] += count
     if not total:
         return "profile: no samples"
-    lines = [f"profile: {total} samples of the product while it streamed (py-spy, CPU only)", "  own time:"]
+    lines = [f"profile: {total} samples of the product from the send to the end of the streams (py-spy, CPU only)",
+             "  own time:"]
     lines += [f"    {n / total:6.1%}  {frame}" for frame, n in own.most_common(TOP)]
     lines.append("  inclusive, the project's own functions:")
     lines += [f"    {n / total:6.1%}  {frame}" for frame, n in project.most_common(TOP)]

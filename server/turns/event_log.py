@@ -55,8 +55,12 @@ class _Buffered:
 
 
 class EventLog:
-    def __init__(self, db: Database, *, flush_s: float = 0.0, writer: GroupCommit | None = None):
+    def __init__(self, db: Database, *, flush_s: float = 0.0, writer: GroupCommit | None = None,
+                 spawn: Callable[..., Any] | None = None):
+        """`spawn`: how a flushed chunk's delivery gets its thread (the server's green spawn: one per chunk
+        of every stream, a Thread object each cost a visible share of the CPU under load, issue 26)."""
         self._db = db
+        self._spawn = spawn or _thread
         self._flush_s = flush_s
         self.writer = writer or GroupCommit(db)
         self._guard = threading.Lock()
@@ -215,7 +219,7 @@ class EventLog:
             raise
         for (task_id, lock, held), error in zip(taken, errors, strict=True):
             # Each task's delivery on its own thread, so a task waits for its own room's send, not for all of them.
-            threading.Thread(target=self._deliver_and_release, args=(task_id, lock, held, error), daemon=True).start()
+            self._spawn(self._deliver_and_release, task_id, lock, held, error)
 
     def _deliver_and_release(self, task_id: str, lock: threading.Lock, held: _Buffered,
                              error: BaseException | None) -> None:
@@ -227,3 +231,7 @@ class EventLog:
                 held.deliver(held.idx, [(held.type, held.data)])
         finally:
             lock.release()
+
+
+def _thread(target: Callable[..., Any], *args: Any) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
