@@ -20,6 +20,7 @@ from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.pipeline import INTENT, REWRITER
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
@@ -85,9 +86,10 @@ class Runtime:
         self.tasks = TurnManager(self)
         self.router = MessageRouter(
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
-            wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
-            more_completions_expected=self.tasks.more_completions_expected,
-            notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id), writer=self.writer)
+            hooks=RouterHooks(wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
+                              more_completions_expected=self.tasks.more_completions_expected,
+                              notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id)),
+            writer=self.writer)
         self.commands = BackgroundCommandManager(
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,

@@ -10,6 +10,7 @@ from pathlib import Path
 from modules.agents.profiles import load_profiles
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage.db import Database
@@ -35,10 +36,10 @@ def router_database(kind: str, tmp_path: Path) -> Iterator[Database]:
 class Team:
     """A conversation with its master and `n` InfoAgent sub-agents, on a real router."""
 
-    def __init__(self, db: Database, n: int):
+    def __init__(self, db: Database, n: int, hooks: RouterHooks | None = None):
         self.db = db
         self.states = AgentStates(db)
-        self.router = MessageRouter(db)
+        self.router = MessageRouter(db, hooks=hooks)
         user = get_or_create_user(db, "alice")
         self.conv, self.master = conversations.create_conversation(db, user.id, "router")
         profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, MessageRouter, PendingMessage, RouteError
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
 from modules.storage.db import Database
@@ -21,7 +22,7 @@ def team(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     conv, master, sub, manager = conversation_with_sub_agent(db)
     woken: list[str] = []
-    router = MessageRouter(db, wake=lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}")
+    router = MessageRouter(db, hooks=RouterHooks(wake=lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}"))
     yield db, conv, master, sub, manager, router, woken
     db.dispose()
 

@@ -19,6 +19,7 @@ from modules.multi_agent.message_router import (
     PendingMessage,
     RouteResult,
 )
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from test.unit.teams import conversation_with_sub_agent
@@ -151,7 +152,8 @@ def test_a_router_with_its_defaults_wakes_an_idle_agent_at_once_and_signals_no_p
     def no_settling(*args):
         raise AssertionError("a router holds no notice back unless told to settle")
 
-    router = MessageRouter(db, spawn=no_settling, wake=lambda agent_id: woken.append(agent_id) or "task-1")
+    router = MessageRouter(db, spawn=no_settling,
+                           hooks=RouterHooks(wake=lambda agent_id: woken.append(agent_id) or "task-1"))
     assert router.route_message(master.id, _notice(conv, master)) == RouteResult(TRIGGERED_NEW_TURN, "task-1")
     states = AgentStates(db)
     states.transition(sub.id, agent_state.RUNNING)
@@ -164,7 +166,7 @@ def test_a_settling_router_holds_a_wave_at_most_half_a_second_by_default(team, m
     db, conv, master, _ = team
     spawned, woke_at = [], []
     router = MessageRouter(db, spawn=lambda fn, *args: spawned.append((fn, args)), settle_s=0.05,
-                           wake=lambda agent_id: woke_at.append(clock.now))
+                           hooks=RouterHooks(wake=lambda agent_id: woke_at.append(clock.now)))
     clock = Clock(on_sleep=lambda: router.deliver(_notice(conv, master)))  # the wave never pauses
     monkeypatch.setattr(message_router, "time", clock)
     assert router.route_message(master.id, _notice(conv, master)).delivery == TRIGGERED_NEW_TURN
