@@ -4,10 +4,12 @@ end-of-turn poller, `poll_completion_notifications` (docs/ARCHITECTURE.md, "The 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+
+from sqlalchemy.orm import Session
 
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
+from modules.storage.models import Agent, Message
 from modules.storage.records import new_id
 from modules.usage.records import AGENT, CallContext
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
@@ -15,7 +17,7 @@ from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
-from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, StartTurn, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -127,18 +129,23 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
 
-def poll_completion_notifications(rt: TurnRuntime, agent_id: str,
-                                  start_turn: Callable[[str], str | None]) -> str | None:
-    """The one end-of-turn poller, run once after the agent's state left `running`; the new task's id, if any.
+def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTurn) -> str | None:
+    """The one place a turn starts from an agent's queue: run after each turn's end (once the agent's state
+    left `running`) and whenever a message wakes an idle agent; the new task's id, if any.
 
     Completions (sub-agent and background-command notices) and messages that
-    queued up after the turn's last model call are all still in the agent's
-    queue: one follow-up turn (`start_turn`, the TurnManager's claim) takes
-    every one of them, in arrival order, the first N-1 into the history as
-    preceding notices and the last as its trigger. Completions that come later
-    wake the agent themselves when they are queued (the membership sweep's
-    wake is only a safety net).
+    queued up while nobody ran are all in the agent's queue: one follow-up turn
+    (`claim`, the TurnManager's compare-and-set) takes every one of them, in
+    arrival order, inside the claim's transaction, the first N-1 into the
+    history as preceding notices (`starts_work: false`) and the last as its
+    trigger. Completions that come later wake the agent themselves when they
+    are queued (the membership sweep's wake is only a safety net).
     """
     if not rt.router.has_queued(agent_id):
         return None
-    return start_turn(agent_id)
+
+    def collect(session: Session, agent: Agent, task_id: str) -> list[Message]:
+        return rt.router.drain_to_history_in(session, agent_id, agent.conversation_id, task_id,
+                                             last_starts_work=True)
+
+    return claim(agent_id, collect)

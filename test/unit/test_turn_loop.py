@@ -360,13 +360,26 @@ def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
     assert queue.list_queued(f.db, f.master.id) == []
 
 
-def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
+def test_the_poller_starts_one_turn_on_all_that_queued_the_last_as_its_trigger(flow):
+    """The card's notification pool: N pending completions, the first N-1 written to the history as notices,
+    the last starting the one follow-up turn, collected inside the claim's transaction."""
     f = flow
-    asked = []
-    start = lambda agent_id: asked.append(agent_id) or "task-2"  # noqa: E731
-    assert poll_completion_notifications(f.rt, f.master.id, start) is None and asked == []  # nothing queued
-    queue_message(f, "a notice that came after the last model call")
-    assert poll_completion_notifications(f.rt, f.master.id, start) == "task-2" and asked == [f.master.id]
+    claimed = []
+
+    def claim(agent_id, collect):
+        with f.db.write() as s:
+            claimed.append((agent_id, [m.content for m in collect(s, f.master, "task-2")]))
+        return "task-2"
+
+    assert poll_completion_notifications(f.rt, f.master.id, claim) is None and claimed == []  # nothing queued
+    for i in range(3):
+        queue_message(f, f"[cmd {i} done]")
+    assert poll_completion_notifications(f.rt, f.master.id, claim) == "task-2"
+    assert claimed == [(f.master.id, ["[cmd 0 done]", "[cmd 1 done]", "[cmd 2 done]"])]
+    history = [m for m in message_store.list_messages(f.db, f.master.id) if m.role == "user"]
+    assert [(m.content, m.meta["starts_work"]) for m in history] == [
+        ("[cmd 0 done]", False), ("[cmd 1 done]", False), ("[cmd 2 done]", True)]
+    assert queue.list_queued(f.db, f.master.id) == []
 
 
 def test_a_turn_on_no_message_of_the_user_records_no_active_agent(flow):
