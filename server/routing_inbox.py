@@ -16,11 +16,11 @@ import threading
 from typing import Any
 
 from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.multi_agent.user_questions import StaleQuestion
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import pending_messages, unrouted
 from modules.storage.models import Conversation
-from server.errors import ApiError
 from server.runtime import Runtime
 from server.turns.events import emit_pending_count
 from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
@@ -100,7 +100,7 @@ class RoutingInbox:
         agents = agent_store.list_agents(self._rt.db, conv.id)
         try:
             return self._routing.decide(conv, agents, message.content, message.question_id)
-        except ApiError:  # the question it answered closed while the message waited: route it as a message
+        except StaleQuestion:  # the question it answered closed while the message waited: route it as a message
             return self._routing.decide(conv, agents, message.content, None)
 
     def _route(self, held: PendingMessage) -> None:

@@ -13,6 +13,7 @@ from flask import request
 from flask_socketio import SocketIO, join_room
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from modules.domain_errors import DomainError
 from modules.storage import agents as agent_store
 from server import rate_limits, work_control
 from server.api.context import owned_conversation
@@ -20,7 +21,7 @@ from server.api.request_models import SendMessageBody, validation_context
 from server.api.validation import validated
 from server.auth import Authenticator, bearer_token
 from server.chat_service import ChatService
-from server.errors import ApiError
+from server.errors import ApiError, api_error
 from server.outage import status_event, unavailable_body
 from server.runtime import Runtime
 from server.socket_packets import UNDECODABLE_EVENT
@@ -70,6 +71,9 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
                 return fn(data if data is not None else {})
             except ApiError as err:
                 return {**err.body(), "status": err.status}
+            except DomainError as err:
+                refusal = api_error(err)
+                return {**refusal.body(), "status": refusal.status}
             except (OperationalError, InterfaceError):
                 return {**unavailable_body(), "status": 503}
             except Exception:
