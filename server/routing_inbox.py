@@ -30,12 +30,6 @@ log = logging.getLogger(__name__)
 ROUTING = unrouted.ROUTING
 
 
-def pending_answer(message_id: str, conversation_id: str) -> dict[str, Any]:
-    """The acknowledgement: stored, not routed yet; the route follows as a `route` event."""
-    return {"success": True, "message_id": message_id, "conversation_id": conversation_id, "status": ROUTING,
-            "route": None, "delivery": None, "task_id": None, "agent_id": None, "target_agent": None}
-
-
 class RoutingInbox:
     def __init__(self, rt: Runtime, routing: UserMessageRouting):
         self._rt = rt

@@ -18,7 +18,7 @@ from modules.storage import agents as agent_store
 from server import rate_limits, work_control
 from server.api.context import owned_conversation
 from server.api.request_models import SendMessageBody, validation_context
-from server.api.validation import validated
+from server.api.validation import validated, wire
 from server.auth import Authenticator, bearer_token
 from server.chat_service import ChatService
 from server.errors import ApiError, api_error
@@ -115,7 +115,7 @@ def register_socket_handlers(socketio: SocketIO, rt: Runtime, auth: Authenticato
         sid = _sid()
         uid = user_id()
         req = validated(SendMessageBody, data, context=validation_context(rt.settings))
-        return chat.send(uid, req, on_conversation=lambda cid: join_room(cid, sid=sid))
+        return wire(chat.send(uid, req, on_conversation=lambda cid: join_room(cid, sid=sid)))
 
     @_on(socketio, "stop_task")
     @acked

@@ -32,6 +32,11 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def wire(model: BaseModel) -> dict[str, Any]:
+    """A model as JSON goes out, on every edge (a REST body, a socket acknowledgement, a stored answer)."""
+    return model.model_dump(mode="json", by_alias=True)
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
