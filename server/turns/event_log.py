@@ -116,6 +116,8 @@ class EventLog:
         first one's index. Call under `exclusive`, and `forget` the task once that transaction ended."""
         idx = task_store.next_event_idx_in(session, task_id)
         task_store.insert_events_in(session, task_id, idx, events)
+        with self._guard:  # an event that follows before `forget` (suggestions) reads its index from the log
+            self._next.pop(task_id, None)
         return idx
 
     def forget(self, task_id: str) -> None:

@@ -183,3 +183,17 @@ def test_without_a_window_every_chunk_is_its_own_event(team):
         sender.emit("text_chunk", {"message_id": "m1", "content": piece})
     assert [(e.type, e.data["content"]) for e in task_store.list_events(db, task_id)] == [
         ("text_chunk", "a"), ("text_chunk", "b")]
+
+
+def test_an_event_after_the_tasks_end_follows_the_ends_events_in_the_log(team):
+    """The end's events are written inside its transaction (`append_in`); an event that follows before the
+    task is forgotten (suggestions, whose model may answer at once) takes the next index, not one of theirs."""
+    db, conv, master = team
+    log = EventLog(db)
+    [task_id] = _tasks(db, conv, master, 1)
+    assert log.append(task_id, "text_end", {"content": "done"}) == 0
+    with log.exclusive(task_id), db.write() as s:
+        assert log.append_in(s, task_id, [("agent_state", {}), ("task_complete", {})]) == 1
+    assert log.append(task_id, "suggestions", {"questions": ["more?"]}) == 3
+    assert [e.type for e in task_store.list_events(db, task_id, 0, 10)] == [
+        "text_end", "agent_state", "task_complete", "suggestions"]
