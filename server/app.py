@@ -41,7 +41,7 @@ from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
-from server.socket_handlers import register_socket_handlers
+from server.socket_handlers import ChatNamespace
 from server.socket_packets import TolerantPacket
 from server.static_files import register_frontend
 
@@ -107,7 +107,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
         app.register_blueprint(bp)
     register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
-    register_socket_handlers(socketio, rt, auth, chat)
+    socketio.on_namespace(ChatNamespace(rt, auth, chat))
     if not settings.auth_required:
         # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
         guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
