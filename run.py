@@ -88,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     from server.client_guard import ClientLimits, server_options
 
     try:
-        app, socketio = create_app(settings, async_mode="eventlet")
+        server = create_app(settings, async_mode="eventlet")
     except (ProfileError, SignalsError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    app, socketio = server.app, server.socketio
+    server.start()
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     pool_size, file_limit = connection_capacity()
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                           max_connections=settings.client_max_connections)
     log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
-             settings.host, settings.port, app.extensions["chat_runtime"].db.label, pool_size, file_limit,
+             settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,
              limits.max_connections, limits.header_timeout_s, limits.idle_timeout_s, limits.body_timeout_s)
     socketio.run(app, host=settings.host, port=settings.port, log_output=False, max_size=pool_size,
                  **server_options(limits))

@@ -10,7 +10,6 @@ reconnects, and stuck work is retried or ended (server/turns/).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -39,8 +38,8 @@ def status_event(db: Database) -> tuple[str, dict[str, Any]]:
                             "message": "the database is unavailable: messages cannot be stored until it is back"}
 
 
-def install(app: Flask, socketio: SocketIO, db: Database, spawn: Callable[..., object]) -> None:
-    """Wire the 503s and the socket events, and start the database's prober."""
+def install(app: Flask, socketio: SocketIO, db: Database) -> None:
+    """Wire the 503s and the socket events; the database's prober (`db.health.run`) starts with the server."""
 
     @app.before_request
     def _fail_fast() -> tuple[Response, int] | None:
@@ -61,4 +60,3 @@ def install(app: Flask, socketio: SocketIO, db: Database, spawn: Callable[..., o
         socketio.emit(name, data)
 
     db.health.subscribe(_broadcast)
-    spawn(db.health.run)
