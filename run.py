@@ -64,8 +64,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     try:
         settings = Settings.from_env().with_overrides(host=args.host, port=args.port,
@@ -73,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not settings.auth_required and not is_loopback(settings.host):
         print(
             f"refusing to listen on {settings.host}: no AUTH_TOKENS are set, so anyone who can reach "
