@@ -1,6 +1,10 @@
-"""The composition root: the services one server process runs with, all built here, in dependency order,
-by one constructor (docs/ARCHITECTURE.md, "Layers"). No member is filled in later; the turn package sees this
-object through its `TurnRuntime` protocol, so it never imports this module."""
+"""The composition root: the services one server process runs with, all built here by one constructor, no member
+filled in later (docs/ARCHITECTURE.md, "Layers"). The order follows the dependencies but for one pair that
+needs each other: the router starts turns and turns use the router. The `TurnManager` comes first, given this
+runtime while it is still half built (it reads the router, the commands and the agent services only once turns
+run); the router then gets the manager's methods (`RouterHooks`). The turn package sees this object through its
+`TurnRuntime` protocol and the loop through a `TurnLoop`, so it imports neither this module nor the loop files.
+Building starts no thread (it registers the process in the database): `server.app.ChatServer.start` starts them."""
 
 from __future__ import annotations
 
@@ -83,8 +87,8 @@ class Runtime:
                         sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
                         sub_agents_per_user=settings.max_sub_agents_per_user)
         self.sub_agents = SubAgentManager(db, profiles, caps)
-        # The turn manager reads the router, the commands and the agent services only once turns run; the
-        # router is built with the manager's methods, so it is complete from its first message.
+        # Half built here: the turn manager reads the router, the commands and the agent services only once
+        # turns run; the router is built with the manager's methods, so it is complete from its first message.
         self.tasks = TurnManager(self, TurnLoop(run=handle_task_with_sender, poll=poll_completion_notifications))
         self.router = MessageRouter(
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
