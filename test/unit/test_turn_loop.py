@@ -33,7 +33,7 @@ from modules.tracing import Tracing
 from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
 from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
-from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
+from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
@@ -357,28 +357,6 @@ def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")], inline_batch=False)
     assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["waits"]
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c2", "run_command", "{}")])
-    assert queue.list_queued(f.db, f.master.id) == []
-
-
-def test_the_poller_starts_one_turn_on_all_that_queued_the_last_as_its_trigger(flow):
-    """The card's notification pool: N pending completions, the first N-1 written to the history as notices,
-    the last starting the one follow-up turn, collected inside the claim's transaction."""
-    f = flow
-    claimed = []
-
-    def claim(agent_id, collect):
-        with f.db.write() as s:
-            claimed.append((agent_id, [m.content for m in collect(s, f.master, "task-2")]))
-        return "task-2"
-
-    assert poll_completion_notifications(f.rt, f.master.id, claim) is None and claimed == []  # nothing queued
-    for i in range(3):
-        queue_message(f, f"[cmd {i} done]")
-    assert poll_completion_notifications(f.rt, f.master.id, claim) == "task-2"
-    assert claimed == [(f.master.id, ["[cmd 0 done]", "[cmd 1 done]", "[cmd 2 done]"])]
-    history = [m for m in message_store.list_messages(f.db, f.master.id) if m.role == "user"]
-    assert [(m.content, m.meta["starts_work"]) for m in history] == [
-        ("[cmd 0 done]", False), ("[cmd 1 done]", False), ("[cmd 2 done]", True)]
     assert queue.list_queued(f.db, f.master.id) == []
 
 
