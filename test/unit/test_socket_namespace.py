@@ -48,7 +48,7 @@ def test_a_socket_send_is_acknowledged_with_the_rest_answer_and_a_refusal_with_i
     assert _ack(client, "send_message", ["not", "an", "object"])["status"] == 400
     assert _ack(client, "stop_task", {"task_id": "nope"})["status"] == 404
 
-    server.start()
+    # Not started (no membership loop, no prober to outlive the test): a send still routes and runs its turn.
     sent = _ack(client, "send_message", {"message": "hello"})
     assert SendAccepted.model_validate(sent) == SendAccepted(
         message_id=sent["message_id"], conversation_id=sent["conversation_id"], status="routing")
