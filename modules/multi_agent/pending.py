@@ -9,12 +9,13 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from modules.statuses import Delivery
 from modules.storage.messages import MessageDraft
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import new_id, now
 
-RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
-QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
+RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = Delivery.RESOLVED, Delivery.INJECTED_INLINE, Delivery.TRIGGERED_NEW_TURN
+QUEUED = Delivery.QUEUED  # stored, but the database went away before its delivery: a sweep delivers it
 MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
 
 
@@ -69,7 +70,7 @@ class PendingMessage:
 
 @dataclass(frozen=True)
 class RouteResult:
-    delivery: str
+    delivery: Delivery
     task_id: str | None = None
 
 
