@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from modules.event_catalogue import AiMessageStartEvent, ReasoningChunkEvent, TextChunkEvent, TextEndEvent
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from modules.storage.records import new_id
@@ -41,15 +42,15 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
         rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     if refused_at is None:
-        sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+        sender.emit(AiMessageStartEvent(message_id=message_id, display_name=turn.display_name))
     context = CallContext(AGENT, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,
                           task_id=turn.task_id)
 
     def on_text(chunk: str) -> None:
-        sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
+        sender.emit(TextChunkEvent(message_id=message_id, content=chunk))
 
     def on_reasoning(chunk: str) -> None:
-        sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk})
+        sender.emit(ReasoningChunkEvent(message_id=message_id, content=chunk))
 
     try:
         return rt.model.bound(context).stream_chat(
@@ -83,7 +84,7 @@ def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
     mark = {"partial": True, "error_code": exc.code}
     persist_assistant_message(rt, turn, message_id, exc.partial, [], meta=mark)
-    sender.emit("text_end", {"message_id": message_id, "content": exc.partial, **mark})
+    sender.emit(TextEndEvent(message_id=message_id, content=exc.partial, partial=True, error_code=exc.code))
 
 
 def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) -> TurnOutcome:
@@ -117,7 +118,9 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         mark = _reply_marks(reply)
         thinking = {"reasoning": reply.reasoning} if reply.reasoning else {}
         persist_assistant_message(rt, turn, message_id, reply.content, calls, meta={**mark, **thinking})
-        sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark, **thinking})
+        sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.get("partial"),
+                                 stopped=mark.get("stopped"), truncated=mark.get("truncated"),
+                                 reasoning=reply.reasoning or None))
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:

@@ -15,6 +15,7 @@ import logging
 import threading
 from typing import Any
 
+from modules.event_catalogue import RouteEvent
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
@@ -22,6 +23,7 @@ from modules.storage import pending_messages, unrouted
 from modules.storage.models import Conversation
 from server.errors import ApiError
 from server.runtime import Runtime
+from server.sender import to_room
 from server.turns.events import emit_pending_count
 from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 
@@ -149,6 +151,6 @@ class RoutingInbox:
         emit_pending_count(rt, conv.id, target.id)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
-        rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,
-                                    "target_agent": target.display_name, "message_id": held.id,
-                                    "conversation_id": conv.id}, conv.id)
+        to_room(rt.transport, RouteEvent(route=decision.route, delivery=routed.delivery, agent_id=target.id,
+                                         target_agent=target.display_name, message_id=held.id,
+                                         conversation_id=conv.id), conv.id)

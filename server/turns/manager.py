@@ -27,7 +27,7 @@ from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
 from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
-from server.sender import TaskEventSender
+from server.sender import TaskEventSender, to_room
 from server.turns.context import TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
 from server.turns.events import emit_pending_count, emit_user_messages, state_event
@@ -214,10 +214,9 @@ class TurnManager:
             task_id = self._by_agent.get(change.agent_id)
             live = self._running.get(task_id) if task_id else None
         if live is not None:
-            live.sender.emit("agent_state", state_event(change))
+            live.sender.emit(state_event(change))
         else:
-            self._rt.transport.emit("agent_state", {**state_event(change), "conversation_id": change.conversation_id},
-                                    change.conversation_id)
+            to_room(self._rt.transport, state_event(change, to_room=True), change.conversation_id)
 
     # -- stopping and recovery -------------------------------------------------
     def stop(self, task_id: str) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modules.agents.profiles import MASTER_KIND, AgentProfile
+from modules.statuses import TaskStatus
 from modules.storage.models import Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
@@ -39,5 +40,5 @@ class Turn:
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    status: str
+    status: TaskStatus
     error: dict[str, Any] | None = None

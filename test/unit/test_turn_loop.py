@@ -85,13 +85,13 @@ class Sender:
     def __init__(self):
         self.events = []
 
-    def emit(self, event_type, data):
-        self.events.append((event_type, data))
+    def emit(self, event):
+        self.events.append((event.TYPE, event.data()))
         return len(self.events) - 1
 
     def emit_many(self, events):
         for event in events:
-            self.emit(*event)
+            self.emit(event)
         return 0
 
     def types(self):
