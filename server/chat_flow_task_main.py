@@ -9,6 +9,7 @@ from collections.abc import Callable
 from modules.event_catalogue import AiMessageStartEvent, ReasoningChunkEvent, TextChunkEvent, TextEndEvent
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
+from modules.storage.message_meta import MessageMeta
 from modules.storage.records import new_id
 from modules.usage.records import AGENT, CallContext
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
@@ -74,16 +75,18 @@ def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, messa
         return _stream_reply(rt, turn, sender, message_id, refused_at=overflow.sent)
 
 
-def _reply_marks(reply: ModelReply) -> dict[str, bool]:
-    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit."""
-    mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}
-    return {**mark, "truncated": True} if reply.truncated else mark
+def _reply_marks(reply: ModelReply) -> MessageMeta:
+    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit;
+    and the model's thinking."""
+    stopped = True if reply.finish_reason == "stopped" else None
+    return MessageMeta(partial=stopped, stopped=stopped, truncated=True if reply.truncated else None,
+                       reasoning=reply.reasoning or None)
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
     """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
-    mark = {"partial": True, "error_code": exc.code}
-    persist_assistant_message(rt, turn, message_id, exc.partial, [], meta=mark)
+    persist_assistant_message(rt, turn, message_id, exc.partial, [],
+                              meta=MessageMeta(partial=True, error_code=exc.code))
     sender.emit(TextEndEvent(message_id=message_id, content=exc.partial, partial=True, error_code=exc.code))
 
 
@@ -116,11 +119,9 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
         mark = _reply_marks(reply)
-        thinking = {"reasoning": reply.reasoning} if reply.reasoning else {}
-        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta={**mark, **thinking})
-        sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.get("partial"),
-                                 stopped=mark.get("stopped"), truncated=mark.get("truncated"),
-                                 reasoning=reply.reasoning or None))
+        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark)
+        sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.partial,
+                                 stopped=mark.stopped, truncated=mark.truncated, reasoning=mark.reasoning))
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:

@@ -144,7 +144,7 @@ class ChatService:
         routed = self._rt.router.deliver(message)
         return {"success": True, "status": "routed", "task_id": routed.task_id,
                 "conversation_id": message.conversation_id, "agent_id": message.target_agent_id,
-                "message_id": message.id, "route": message.meta.get("route"),
+                "message_id": message.id, "route": message.meta.route,
                 "delivery": routed.delivery, "target_agent": target.display_name if target else None}
 
     @contextmanager

@@ -34,6 +34,7 @@ from modules.event_catalogue import (
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import PendingMessage
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -128,7 +129,7 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
     # the user had with it directly, nor for one its master terminated).
     final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
-                  if m.role == "assistant" and m.content and (m.meta or {}).get("task_id") == turn.task_id), "")
+                  if m.role == "assistant" and m.content and m.typed_meta.task_id == turn.task_id), "")
     result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
                         error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - turn.started)
     if waiters.awaited(turn.agent_id):
@@ -187,9 +188,9 @@ def _suggest(rt: TurnRuntime, turn: Turn) -> None:
     """Suggestions follow a reply to the user: a turn that a user message started or joined."""
     history = message_store.list_messages(rt.db, turn.agent_id)
     start = turn.drained[0].seq
-    user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
+    user = [m for m in history if m.seq >= start and m.role == "user" and m.typed_meta.source == MessageSource.USER]
     reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
-                  and (m.meta or {}).get("task_id") == turn.task_id), None)
+                  and m.typed_meta.task_id == turn.task_id), None)
     if not user or reply is None:
         return
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,

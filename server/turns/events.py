@@ -17,14 +17,14 @@ log = logging.getLogger(__name__)
 
 def user_message_event(msg: Message) -> UserMessageEvent:
     """The `user_message` event of a stored user-role message."""
-    meta = dict(msg.meta or {})
+    meta = msg.typed_meta
     return UserMessageEvent(
         message=msg.content or "",
         message_id=msg.message_id,
-        source=meta.pop("source", MessageSource.USER),
-        visibility=meta.pop("visibility", Visibility.CHAT),
-        starts_work=meta.pop("starts_work", True),
-        metadata=meta,
+        source=meta.source or MessageSource.USER,
+        visibility=meta.visibility or Visibility.CHAT,
+        starts_work=True if meta.starts_work is None else meta.starts_work,
+        metadata=meta.event_metadata(),
         agent_id=msg.agent_id,
     )
 
@@ -33,7 +33,7 @@ def user_message_events(msg: Message, delivery: Delivery, display_name: str) -> 
     """The echo of a message the agent now sees; a user's message is followed by how it was routed."""
     event = user_message_event(msg)
     events: list[Event] = [event]
-    route = event.metadata.get("route")
+    route = msg.typed_meta.route
     if event.source == MessageSource.USER and route:
         events.append(RouteEvent(route=route, delivery=delivery, target_agent=display_name,
                                  message_id=msg.message_id))

@@ -22,6 +22,7 @@ from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.peer_signals import STOP
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
@@ -117,7 +118,7 @@ class TurnManager:
                 if not drained:
                     raise _NoTurn
                 task.trigger_message_id = drained[-1].message_id
-                from_user = all((m.meta or {}).get("source") == "user" for m in drained)
+                from_user = all(m.typed_meta.source == MessageSource.USER for m in drained)
                 task.meta = {"message_ids": [m.message_id for m in drained], "from_user": from_user}
             self._register(task, agent, drained, from_user)
         except _NoTurn:

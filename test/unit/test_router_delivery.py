@@ -23,13 +23,14 @@ from modules.multi_agent.message_router import (
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.unit.teams import conversation_with_sub_agent
 
 
 def msg(type_="message", source="agent_message", content="hi", question_id=None, **meta):
     return PendingMessage.new(conversation_id="c", target_agent_id="a", type=type_, content=content,
                               source_display_name="InfoAgent_1", source_agent_id="s", question_id=question_id,
-                              meta={"source": source, **meta})
+                              meta=MessageMeta.load({"source": source, **meta}))
 
 
 @pytest.mark.parametrize(("message", "text"), [
@@ -93,7 +94,7 @@ def team(tmp_path):
 
 def to(conv, agent, type_="message", content="hi", source="user"):
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type=type_, content=content,
-                              source_display_name="user", meta={"source": source})
+                              source_display_name="user", meta=MessageMeta(source=source))
 
 
 def test_each_state_takes_a_message_its_own_way(team):
@@ -172,7 +173,7 @@ def test_blocked_user_asks_are_listed_oldest_first_and_a_peer_signal_looks_for_t
     router.end_ask(second)
     assert [w.question_id for w in router.waiting_for_user([master.id, sub.id])] == ["q_1"]
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_1", meta={"source": "user"})
+                                source_display_name="user", question_id="q_1", meta=MessageMeta(source="user"))
     with db.write() as s:
         router.enqueue_in(s, answer)  # queued by another process
     router.on_peer_queued(master.id)
@@ -253,7 +254,7 @@ def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
     waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="late",
                                 source_display_name="InfoAgent_1", source_agent_id=team[3].id, question_id="q_7",
-                                meta={"source": "agent_message", "visibility": "compact"})
+                                meta=MessageMeta(source="agent_message", visibility="compact"))
     with db.write() as s:
         router.enqueue_in(s, answer)
     taken = router.take(answer.id, "someone")
@@ -289,7 +290,7 @@ def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_s
     db, conv, master, _, router, _, woken, _, spawned = team
     waiter = router.begin_ask(master.id, "q_5", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_5", meta={"source": "user"})
+                                source_display_name="user", question_id="q_5", meta=MessageMeta(source="user"))
     assert router.route_message(master.id, answer) == RouteResult("resolved", f"running-{master.id}")
     router.end_ask(waiter)
     asked_about = []
