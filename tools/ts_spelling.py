@@ -64,8 +64,11 @@ def typed_dict_fields(td: type) -> dict[str, tuple[Any, bool]]:
 
 
 def model_fields(model: type[BaseModel]) -> dict[str, tuple[Any, bool]]:
-    """A response model's fields as sent (by alias; every field is sent, null when it has no value)."""
-    return {(field.alias or name): (field.annotation, True) for name, field in model.model_fields.items()}
+    """A response model's fields by alias: all sent, unless the model says it may leave out those with a
+    default (`sends_defaults`, an error body's)."""
+    whole = getattr(model, "sends_defaults", True)
+    return {(field.alias or name): (field.annotation, whole or field.is_required())
+            for name, field in model.model_fields.items()}
 
 
 def render_named(named: dict[str, type]) -> dict[str, str]:
