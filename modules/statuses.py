@@ -48,6 +48,14 @@ class Delivery(StrEnum):
     QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
 
 
+class QueueStatus(StrEnum):
+    """A row of the message queue (modules/storage/pending_messages.py, modules/storage/unrouted.py)."""
+
+    ROUTING = "routing"  # a user's message, its receiver not chosen yet
+    QUEUED = "queued"
+    CONSUMED = "consumed"  # read into its receiver's history
+
+
 class Route(StrEnum):
     """How a user's message was routed (server/user_routing.py)."""
 
@@ -85,7 +93,8 @@ class Visibility(StrEnum):
 
 # The sets the UI gets, by the name of their TypeScript type.
 STATUS_SETS: dict[str, type[StrEnum]] = {
-    "TaskStatus": TaskStatus, "CommandStatus": CommandStatus, "Delivery": Delivery, "Route": Route,
+    "TaskStatus": TaskStatus, "CommandStatus": CommandStatus, "QueueStatus": QueueStatus, "Delivery": Delivery,
+    "Route": Route,
     "AgentState": AgentState, "MessageSource": MessageSource, "Visibility": Visibility,
 }
 # Named subsets the UI gets too (a final task status ends its log polling).

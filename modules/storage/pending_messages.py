@@ -19,14 +19,14 @@ from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from modules.statuses import MessageSource
+from modules.statuses import MessageSource, QueueStatus
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import ASK_CONSUMER_PREFIX, now
 from modules.storage.results import rowcount
 
-QUEUED: Final = "queued"
-CONSUMED: Final = "consumed"
+QUEUED: Final = QueueStatus.QUEUED
+CONSUMED: Final = QueueStatus.CONSUMED
 QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.conversation_id,
                  PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
                  PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,

@@ -14,13 +14,14 @@ from typing import Any, Final
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from modules.statuses import QueueStatus
 from modules.storage.db import Database
 from modules.storage.message_meta import RoutedTo
 from modules.storage.models import PendingMessageRow
 from modules.storage.pending_messages import QUEUED
 from modules.storage.results import rowcount
 
-ROUTING: Final = "routing"
+ROUTING: Final = QueueStatus.ROUTING
 
 
 def store_in(session: Session, values: dict[str, Any]) -> bool:

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from modules.statuses import AgentState, CommandStatus, Delivery, Route, TaskStatus
+from modules.statuses import AgentState, CommandStatus, Delivery, QueueStatus, Route, TaskStatus
 from server.api.validation import ResponseModel
 
 Timestamp = str | None  # ISO 8601 in UTC, `...Z`
@@ -250,7 +250,7 @@ class QueuedMessage(ResponseModel):
 
     message_id: str
     content: str
-    status: Literal["routing", "queued"] = Field(
+    status: Literal[QueueStatus.ROUTING, QueueStatus.QUEUED] = Field(
         description="`routing`: stored, its receiver not chosen yet; `queued`: waiting in its receiver's queue")
     agent_id: str | None = Field(description="the receiver, once routed")
     target_agent: str | None

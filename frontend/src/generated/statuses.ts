@@ -9,6 +9,10 @@ export const TASK_STATUS_VALUES: readonly TaskStatus[] = ["pending", "running", 
 export type CommandStatus = "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
 export const COMMAND_STATUS_VALUES: readonly CommandStatus[] = ["running", "succeeded", "failed", "timed_out", "cancelled", "lost"] as const;
 
+/** A row of the message queue (modules/storage/pending_messages.py, modules/storage/unrouted.py). */
+export type QueueStatus = "routing" | "queued" | "consumed";
+export const QUEUE_STATUS_VALUES: readonly QueueStatus[] = ["routing", "queued", "consumed"] as const;
+
 /** What delivering a routed message did (modules/multi_agent/message_router.py). */
 export type Delivery = "resolved" | "injected_inline" | "triggered_new_turn" | "queued";
 export const DELIVERY_VALUES: readonly Delivery[] = ["resolved", "injected_inline", "triggered_new_turn", "queued"] as const;
