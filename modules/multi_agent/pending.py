@@ -116,5 +116,5 @@ class AskWaiter:
         if msg.created_at < self.since:
             return False
         if self.from_user:
-            return msg.source == "user"
+            return msg.source == MessageSource.USER
         return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id
