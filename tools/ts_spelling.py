@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import types
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -82,3 +83,16 @@ def render_named(named: dict[str, type]) -> dict[str, str]:
             blocks[name] = interface(name, fields, named, doc_comment(cls))
             done.add(name)
     return blocks
+
+
+def write_or_check(output: Path, text: str, script: str, argv: list[str]) -> int:
+    """A generator's command line: rewrite `output`, or with `--check` exit 1 when it is stale."""
+    if "--check" in argv:
+        if not output.exists() or output.read_text() != text:
+            print(f"{output} is stale: run .venv/bin/python {script}")
+            return 1
+        return 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print(f"wrote {output}")
+    return 0

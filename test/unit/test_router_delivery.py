@@ -52,11 +52,11 @@ def test_the_history_entry_keeps_the_messages_id_and_says_where_it_came_from():
     draft = history_draft(msg(type_="ask", question_id="q_9", visibility="compact", route="hil", extra=1),
                           starts_work=True)
     assert draft.role == "user" and draft.message_id is not None
-    assert draft.meta == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
-                          "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
-                          "question_id": "q_9"}
+    assert draft.meta.dump() == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
+                                 "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
+                                 "question_id": "q_9"}
     plain = history_draft(msg(), starts_work=False).meta
-    assert plain["visibility"] == "chat" and plain["starts_work"] is False and "question_id" not in plain
+    assert plain.visibility == "chat" and plain.starts_work is False and plain.question_id is None
     with pytest.raises(ValueError):
         msg(type_="shout")
 
