@@ -46,10 +46,10 @@ def emit_user_messages(sender: EventSender, messages: list[Message], delivery: D
         sender.emit_many(events)
 
 
-def state_event(change: StateChange, *, to_room: bool = False) -> AgentStateEvent:
+def state_event(change: StateChange, *, in_room: bool = False) -> AgentStateEvent:
     """The `agent_state` event of a change; sent to the room (outside a task's log) it names the conversation."""
     return AgentStateEvent(state=change.state, previous=change.previous, display_name=change.display_name,
-                           agent_id=change.agent_id, conversation_id=change.conversation_id if to_room else None)
+                           agent_id=change.agent_id, conversation_id=change.conversation_id if in_room else None)
 
 
 def emit_pending_count(rt: TurnRuntime, conversation_id: str, agent_id: str) -> None:

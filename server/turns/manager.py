@@ -217,7 +217,7 @@ class TurnManager:
         if live is not None:
             live.sender.emit(state_event(change))
         else:
-            to_room(self._rt.transport, state_event(change, to_room=True), change.conversation_id)
+            to_room(self._rt.transport, state_event(change, in_room=True), change.conversation_id)
 
     # -- stopping and recovery -------------------------------------------------
     def stop(self, task_id: str) -> bool:
