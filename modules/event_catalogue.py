@@ -61,19 +61,18 @@ class Event:
 
     def data(self) -> dict[str, Any]:
         """The payload, without the envelope; optional fields that are None are left out."""
-        names, optional = _fields_of(type(self))
-        return {name: value for name in names if (value := getattr(self, name)) is not None or name not in optional}
+        optional = _optional_fields(type(self))
+        return {name: value for name, value in vars(self).items() if value is not None or name not in optional}
 
 
-_FIELDS: dict[type[Event], tuple[tuple[str, ...], frozenset[str]]] = {}
+_OPTIONAL: dict[type[Event], frozenset[str]] = {}
 
 
-def _fields_of(cls: type[Event]) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The payload's field names, and those left out when None (read once per class: `data()` is hot)."""
-    if cls not in _FIELDS:
-        fields = dataclasses.fields(cls)
-        _FIELDS[cls] = (tuple(f.name for f in fields), frozenset(f.name for f in fields if f.default is None))
-    return _FIELDS[cls]
+def _optional_fields(cls: type[Event]) -> frozenset[str]:
+    """The fields left out when None (read once per class: `data()` runs for every streamed chunk)."""
+    if cls not in _OPTIONAL:
+        _OPTIONAL[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.default is None)
+    return _OPTIONAL[cls]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
