@@ -151,7 +151,7 @@ class ChatService:
         target = agent_store.get_agent(self._rt.db, message.target_agent_id)
         routed = self._rt.router.deliver(message)
         return SendAccepted(status="routed", task_id=routed.task_id, conversation_id=message.conversation_id,
-                            agent_id=message.target_agent_id, message_id=message.id, route=message.meta.get("route"),
+                            agent_id=message.target_agent_id, message_id=message.id, route=message.meta.route,
                             delivery=routed.delivery, target_agent=target.display_name if target else None)
 
     @contextmanager

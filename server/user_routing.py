@@ -22,6 +22,7 @@ from modules.multi_agent import agent_state
 from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
 from modules.multi_agent.routing_stage import ROUTER, route_in_one_request
 from modules.multi_agent.user_questions import OpenQuestion, StaleQuestion
+from modules.statuses import Route
 from modules.storage import messages as message_store
 from modules.storage.models import Agent, Conversation
 from modules.sub_agent.manager import SubAgentError
@@ -31,12 +32,12 @@ from server.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-HIL, FAST_PATH, PIPELINE = "hil", "fast_path", "pipeline"
+HIL, FAST_PATH, PIPELINE = Route.HIL, Route.FAST_PATH, Route.PIPELINE
 
 
 @dataclass(frozen=True)
 class RouteDecision:
-    route: str
+    route: Route
     target: Agent
     question_id: str | None = None
     rewritten: str | None = None

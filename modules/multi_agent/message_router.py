@@ -128,7 +128,7 @@ class MessageRouter:
                 raise RouteError(f"{agent.display_name if agent else message.target_agent_id} takes no more messages")
             released = unrouted.release_in(s, message.id, dict(
                 target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
-                meta=message.meta))
+                meta=message.meta.dump()))
         return self._deliver_stored(message) if released else None
 
     def stored(self, message_id: str) -> PendingMessage | None:

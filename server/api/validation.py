@@ -30,6 +30,8 @@ class ResponseModel(BaseModel):
     """A JSON answer; building one with a key the model does not know is a bug, so it fails loudly."""
 
     model_config = ConfigDict(extra="forbid")
+    # Handlers send the model dumped whole: every field, null when it has no value (tools/gen_api_types.py).
+    sends_defaults: ClassVar[bool] = True
 
 
 def wire(model: BaseModel) -> dict[str, Any]:

@@ -23,11 +23,12 @@ from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.peer_signals import STOP
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
-from server.sender import TaskEventSender
+from server.sender import TaskEventSender, to_room
 from server.turns.context import TurnLoop, TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
 from server.turns.events import emit_pending_count, emit_user_messages, state_event
@@ -121,7 +122,7 @@ class TurnManager:
                 if not drained:
                     raise _NoTurn
                 task.trigger_message_id = drained[-1].message_id
-                from_user = all((m.meta or {}).get("source") == "user" for m in drained)
+                from_user = all(m.typed_meta.source == MessageSource.USER for m in drained)
                 task.meta = {"message_ids": [m.message_id for m in drained], "from_user": from_user}
             self._register(task, agent, drained, from_user)
         except _NoTurn:
@@ -218,10 +219,9 @@ class TurnManager:
             task_id = self._by_agent.get(change.agent_id)
             live = self._running.get(task_id) if task_id else None
         if live is not None:
-            live.sender.emit("agent_state", state_event(change))
+            live.sender.emit(state_event(change))
         else:
-            self._rt.transport.emit("agent_state", {**state_event(change), "conversation_id": change.conversation_id},
-                                    change.conversation_id)
+            to_room(self._rt.transport, state_event(change, in_room=True), change.conversation_id)
 
     # -- stopping and recovery -------------------------------------------------
     def stop(self, task_id: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND, AgentProfile
+from modules.statuses import TaskStatus
 from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
@@ -48,5 +49,5 @@ class Turn:
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    status: str
+    status: TaskStatus
     error: dict[str, Any] | None = None

@@ -14,6 +14,7 @@ from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
@@ -51,7 +52,7 @@ class Team:
         return PendingMessage.new(
             conversation_id=self.conv.id, target_agent_id=target.id, type=type_, content=content,
             source_display_name=source.display_name, source_agent_id=source.id, question_id=question_id,
-            meta={"source": source_kind, "visibility": "chat"},
+            meta=MessageMeta(source=source_kind, visibility="chat"),
         )
 
     def user_history(self, agent) -> list:

@@ -8,10 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.statuses import MessageSource
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
 from server.chat_flow_task_main import poll_completion_notifications
 
@@ -28,7 +30,7 @@ def pool(tmp_path):
 def _notice(pool, content: str) -> None:
     notice = PendingMessage.new(conversation_id=pool.conv.id, target_agent_id=pool.master.id, type="notice",
                                 content=content, source_display_name="run_command",
-                                meta={"source": "background_command"})
+                                meta=MessageMeta(source=MessageSource.BACKGROUND_COMMAND))
     with pool.db.write() as s:
         pool.rt.router.enqueue_in(s, notice)
 
@@ -47,7 +49,7 @@ def test_the_poller_starts_one_turn_on_every_pending_completion_the_last_as_its_
     assert poll_completion_notifications(pool.rt, pool.master.id, claim) == "task-2"
     assert claimed == [(pool.master.id, ["[cmd 0 done]", "[cmd 1 done]", "[cmd 2 done]"])]
     history = message_store.list_messages(pool.db, pool.master.id)
-    assert [(m.content, m.meta["starts_work"]) for m in history] == [
+    assert [(m.content, m.typed_meta.starts_work) for m in history] == [
         ("[cmd 0 done]", False), ("[cmd 1 done]", False), ("[cmd 2 done]", True)]
     assert queue.list_queued(pool.db, pool.master.id) == []
     assert all(queue.get_message(pool.db, m.message_id).consumed_by.startswith("task-2:") for m in history)

@@ -25,13 +25,14 @@ from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.unit.teams import conversation_with_sub_agent
 
 
 def msg(type_="message", source="agent_message", content="hi", question_id=None, **meta):
     return PendingMessage.new(conversation_id="c", target_agent_id="a", type=type_, content=content,
                               source_display_name="InfoAgent_1", source_agent_id="s", question_id=question_id,
-                              meta={"source": source, **meta})
+                              meta=MessageMeta.load({"source": source, **meta}))
 
 
 @pytest.mark.parametrize(("message", "text"), [
@@ -53,11 +54,11 @@ def test_the_history_entry_keeps_the_messages_id_and_says_where_it_came_from():
     draft = history_draft(msg(type_="ask", question_id="q_9", visibility="compact", route="hil", extra=1),
                           starts_work=True)
     assert draft.role == "user" and draft.message_id is not None
-    assert draft.meta == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
-                          "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
-                          "question_id": "q_9"}
+    assert draft.meta.dump() == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
+                                 "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
+                                 "question_id": "q_9"}
     plain = history_draft(msg(), starts_work=False).meta
-    assert plain["visibility"] == "chat" and plain["starts_work"] is False and "question_id" not in plain
+    assert plain.visibility == "chat" and plain.starts_work is False and plain.question_id is None
     with pytest.raises(ValueError):
         msg(type_="shout")
 
@@ -103,7 +104,7 @@ def team(tmp_path, host):
 
 def to(conv, agent, type_="message", content="hi", source="user"):
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type=type_, content=content,
-                              source_display_name="user", meta={"source": source})
+                              source_display_name="user", meta=MessageMeta(source=source))
 
 
 def test_each_state_takes_a_message_its_own_way(team):
@@ -180,7 +181,7 @@ def test_blocked_user_asks_are_listed_oldest_first_and_a_peer_signal_looks_for_t
     router.end_ask(second)
     assert [w.question_id for w in router.waiting_for_user([master.id, sub.id])] == ["q_1"]
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_1", meta={"source": "user"})
+                                source_display_name="user", question_id="q_1", meta=MessageMeta(source="user"))
     with db.write() as s:
         router.enqueue_in(s, answer)  # queued by another process
     router.on_peer_queued(master.id)
@@ -260,7 +261,7 @@ def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
     waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="late",
                                 source_display_name="InfoAgent_1", source_agent_id=team[3].id, question_id="q_7",
-                                meta={"source": "agent_message", "visibility": "compact"})
+                                meta=MessageMeta(source="agent_message", visibility="compact"))
     with db.write() as s:
         router.enqueue_in(s, answer)
     taken = router.take(answer.id, "someone")
@@ -296,7 +297,7 @@ def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_s
     db, conv, master, _, router, _, woken, _, spawned = team
     waiter = router.begin_ask(master.id, "q_5", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_5", meta={"source": "user"})
+                                source_display_name="user", question_id="q_5", meta=MessageMeta(source="user"))
     assert router.route_message(master.id, answer) == RouteResult("resolved", f"running-{master.id}")
     router.end_ask(waiter)
     asked_about = []

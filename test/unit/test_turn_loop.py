@@ -24,6 +24,7 @@ from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
@@ -85,13 +86,13 @@ class Sender:
     def __init__(self):
         self.events = []
 
-    def emit(self, event_type, data):
-        self.events.append((event_type, data))
+    def emit(self, event):
+        self.events.append((event.TYPE, event.data()))
         return len(self.events) - 1
 
     def emit_many(self, events):
         for event in events:
-            self.emit(*event)
+            self.emit(event)
         return 0
 
     def types(self):
@@ -132,7 +133,7 @@ def flow(tmp_path):
 
 def queue_message(f, content, **meta):
     msg = PendingMessage.new(conversation_id=f.conv.id, target_agent_id=f.master.id, type="message",
-                             content=content, source_display_name="user", meta={"source": "user", **meta})
+                             content=content, source_display_name="user", meta=MessageMeta(source="user", **meta))
     with f.db.write() as s:
         f.rt.router.enqueue_in(s, msg)
 
