@@ -15,6 +15,7 @@ reaper was done) is killed and removed when the next server starts on the same c
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -199,6 +200,14 @@ class CommandCgroups:
             return
         probe.remove()
         self.mode = mode
+        atexit.register(self.drop_idle)
+
+    def drop_idle(self) -> None:
+        """Remove the kept cgroups (at exit; what a killed server kept, the next start removes)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for cgroup in idle:
+            cgroup.remove()
 
     def give_back(self, cgroup: CommandCgroup) -> None:
         """An empty cgroup whose command ended: kept for the next command, or removed when enough are kept."""
