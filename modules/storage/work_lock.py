@@ -18,6 +18,7 @@ from modules.storage.db import Database
 
 LOCK_CLASS = 727402  # the first key of PostgreSQL's two-key advisory locks (727401: the migrations')
 WAIT_S = 5
+NAMED = "CONCAT('chat_work_', DATABASE(), '_', user_id)"  # MariaDB's lock names are the server's, not a database's
 
 
 class WorkLockTimeout(RuntimeError):
@@ -40,13 +41,13 @@ def user_work_lock(db: Database, conversation_id: str) -> Iterator[None]:
             finally:
                 session.rollback()  # ends the transaction and with it the lock
             return
-        got = session.execute(text("SELECT GET_LOCK(CONCAT('chat_work_', DATABASE(), '_', user_id), :wait) FROM conversations "
-                                   "WHERE id = :cid"), {"wait": WAIT_S, "cid": conversation_id}).scalar()
+        got = session.execute(text(f"SELECT GET_LOCK({NAMED}, :wait) FROM conversations WHERE id = :cid"),
+                              {"wait": WAIT_S, "cid": conversation_id}).scalar()
         if got == 0:
             raise WorkLockTimeout(f"another server process held this user's work lock for over {WAIT_S} s")
         try:
             yield
         finally:
             if got == 1:
-                session.execute(text("SELECT RELEASE_LOCK(CONCAT('chat_work_', DATABASE(), '_', user_id)) FROM conversations "
-                                     "WHERE id = :cid"), {"cid": conversation_id})
+                session.execute(text(f"SELECT RELEASE_LOCK({NAMED}) FROM conversations WHERE id = :cid"),
+                                {"cid": conversation_id})

@@ -1,7 +1,7 @@
 """The caps on running work are one check across processes (modules/work_caps.py, modules/storage/work_lock.py):
-worker processes on one PostgreSQL (or MariaDB) database each check alice's cap and insert a running command, with a pause
-between the check and the insert where another process could check too; together they insert exactly the
-cap, and a process holding the user's lock makes another wait."""
+worker processes on one PostgreSQL (or MariaDB) database each check alice's cap and insert a running command,
+with a pause between the check and the insert where another process could check too; together they insert
+exactly the cap, and a process holding the user's lock makes another wait."""
 
 from __future__ import annotations
 
