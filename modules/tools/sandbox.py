@@ -36,7 +36,7 @@ from modules.tools.command_cgroup import CommandCgroups
 from modules.tools.disk_guard import DiskGuard
 from modules.tools.launched import Launched, kill_group
 from modules.tools.sandbox_etc import build_etc, etc_root
-from modules.tools.sandbox_network import LINK_LOCAL, spawn_networked
+from modules.tools.sandbox_network import spawn_networked
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
@@ -60,10 +60,12 @@ class CommandLimits:
     max_processes: int = 256
     file_mb: int = 1024
 
-    def prlimit(self) -> list[str]:
+    def prlimit(self, room_bytes: int | None = None) -> list[str]:
+        """`room_bytes`: what the workspace's quota has left; no file the command writes may pass it."""
         mem = self.memory_mb * 1024 * 1024
-        return ["prlimit", f"--as={mem}", f"--nproc={self.max_processes}",
-                f"--fsize={self.file_mb * 1024 * 1024}", "--core=0", "--"]
+        fsize = self.file_mb * 1024 * 1024 if room_bytes is None else min(self.file_mb * 1024 * 1024,
+                                                                          max(4096, room_bytes))
+        return ["prlimit", f"--as={mem}", f"--nproc={self.max_processes}", f"--fsize={fsize}", "--core=0", "--"]
 
 
 def _system_binds() -> list[str]:
@@ -221,21 +223,23 @@ class Sandbox:
         does the same for itself and its sandbox."""
         return [self._setpriv, "--pdeathsig", "KILL"] if self._setpriv else []
 
-    def _inner(self, command: str, workspace: Path) -> list[str]:
+    def _inner(self, command: str, workspace: Path, room_bytes: int | None = None) -> list[str]:
         """Inside: a root server's sandbox drops to the conversation's user, then the limits apply."""
         drop = []
         if self.active and self._privileged:
             uid = conversation_uid(workspace)
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
-        return [*drop, *self.limits.prlimit(), "/bin/sh", "-c", command]
+        return [*drop, *self.limits.prlimit(room_bytes), "/bin/sh", "-c", command]
 
     def spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes],
               stderr: int | IO[bytes] = subprocess.STDOUT) -> Launched:
         """Start `command` under /bin/sh, in its own session (so the whole group can be killed), in a cgroup
-        of its own where the server may create one."""
+        of its own where the server may create one, no file of it larger than its workspace's quota has room
+        for."""
         cgroup = self.cgroups.take() if self.cgroups.mode else None
+        room = self.disk.room(workspace) if self.disk is not None else None
         try:
-            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr,
+            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr, room_bytes=room,
                                    wrap=cgroup.join_argv if cgroup else lambda argv: argv)
         except BaseException:
             if cgroup is not None:
@@ -245,8 +249,8 @@ class Sandbox:
         return launched
 
     def _spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes], stderr: int | IO[bytes],
-               wrap: Callable[[list[str]], list[str]]) -> Launched:
-        inner = self._inner(command, workspace)
+               room_bytes: int | None, wrap: Callable[[list[str]], list[str]]) -> Launched:
+        inner = self._inner(command, workspace, room_bytes)
         popen: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:

@@ -119,6 +119,8 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
         if launched is not None:
             launched.release()
         out.close()
+    if sandbox.disk is not None and not (timed_out or stopped or disk_error):
+        disk_error = sandbox.disk.over_quota(cwd)  # it ended between two reads, past its quota
     output, truncated = read_tail(log_path, tail_chars)
     outcome = CommandOutcome(
         exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,
