@@ -46,10 +46,15 @@ class CommandCgroup:
         return ["/bin/sh", "-c", script, "sh", *(str(d / "cgroup.procs") for d in self.dirs), *argv]
 
     def empty(self) -> bool:
-        try:
-            return all(not (folder / "cgroup.procs").read_text().strip() for folder in self.dirs)
-        except OSError:
-            return False
+        for folder in self.dirs:
+            try:
+                if (folder / "cgroup.procs").read_text().strip():
+                    return False
+            except FileNotFoundError:  # gone already
+                continue
+            except OSError:
+                return False
+        return True
 
     def release(self) -> None:
         """Once its command ended: back to the pool (or removed) if it is empty, else the same soon, off the
