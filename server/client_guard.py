@@ -151,7 +151,8 @@ def listen(host: str, port: int) -> socket.socket:
     client opening hundreds of connections at once overflows the kernel's accept queue, and everyone
     else's connection attempts are dropped and retried a second later."""
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    return eventlet.listen(address, family, backlog=LISTEN_BACKLOG)
+    listening: socket.socket = eventlet.listen(address, family, backlog=LISTEN_BACKLOG)
+    return listening
 
 
 def server_options(limits: ClientLimits) -> dict[str, object]:
