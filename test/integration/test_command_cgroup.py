@@ -7,10 +7,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from modules.tools.command_cgroup import IDLE_KEPT
-
 import pytest
 
+from modules.tools.command_cgroup import IDLE_KEPT
 from test.conftest import wait_until
 from test.integration.sandbox_helpers import run_in_sandbox
 
