@@ -7,7 +7,10 @@ no network (the default: bwrap, its seccomp filter and the command's own cgroup 
 one), then unsandboxed beside sandboxed with `SANDBOX_NETWORK=on` (slirp4netns). The two sandboxed ways are
 not interleaved with each other: a server runs one of them, and the kernel's teardown of a networked
 sandbox's namespace holds up the next namespace made. Prints the median and p90 of each, the median added
-time of the sandbox against the goal of under 20 ms for the default, and the load average.
+time of the sandbox against the goal of under 20 ms for the default, and the load average. Each run
+waits `--gap-ms` first (100 ms by default, both ways alike), as a model's step does between its commands:
+the sandbox starts the next command's process ahead (modules/tools/sandbox_warm.py), and `--gap-ms 0`
+measures commands back to back, where that process is still starting when the next command comes.
 
 Run: `.venv/bin/python bench/sandbox.py [--runs N]` (a few seconds).
 """
@@ -43,6 +46,7 @@ def time_true(sandbox: Sandbox, workspace: Path, log_dir: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--gap-ms", type=float, default=100.0, help="pause before each run, both ways alike")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         root = Path(tmp)
@@ -62,12 +66,14 @@ def main() -> int:
                 continue
             pair: tuple[list[float], list[float]] = ([], [])
             for _ in range(args.runs):
+                time.sleep(args.gap_ms / 1000)
                 pair[0].append(time_true(bare, workspace, root))
+                time.sleep(args.gap_ms / 1000)
                 pair[1].append(time_true(sandbox, workspace, root))
             pairs[name] = pair
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"`true` through run_shell, {args.runs} runs each way beside a bare one (ms), load average {load} on "
-          f"{os.cpu_count()} cores; sandboxed: {modes['sandboxed'].status_line()}")
+    print(f"`true` through run_shell, {args.runs} runs each way beside a bare one, {args.gap_ms:g} ms apart (ms), "
+          f"load average {load} on {os.cpu_count()} cores; sandboxed: {modes['sandboxed'].status_line()}")
     for name, (base_times, times) in pairs.items():
         base, median = statistics.median(base_times), statistics.median(times)
         p90 = statistics.quantiles(times, n=10)[-1]

@@ -37,6 +37,7 @@ from modules.tools.disk_guard import DiskGuard
 from modules.tools.launched import Launched, kill_group
 from modules.tools.sandbox_etc import build_etc, etc_root
 from modules.tools.sandbox_network import spawn_networked
+from modules.tools.sandbox_warm import Warm, WarmStarts
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Sandbox:
         self._probed = False
         self.probe_ms: float | None = None
         self.watchers: list[Callable[[str, float], None]] = []  # told each command's end: status, seconds
+        self._warm: WarmStarts | None = None  # the next command's sandbox, started ahead (no network)
 
     # -- deciding -------------------------------------------------------------
     def probe(self) -> Sandbox:
@@ -149,6 +151,8 @@ class Sandbox:
                 except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
                     self.problem = f"bwrap failed: {exc}"
                 self.probe_ms = (time.monotonic() - started) * 1000
+            if self.problem is None and not self.network:
+                self._warm = WarmStarts(self._start_warm)
         return self
 
     @property
@@ -247,6 +251,51 @@ class Sandbox:
             raise
         launched.cgroup = cgroup
         return launched
+
+    def spawn_with_output(self, command: str, workspace: Path) -> tuple[Launched, int]:
+        """`spawn` with its output (stdout and stderr) into a pipe of its own: the Launched command and the
+        pipe's read end (the caller's to close). A sandbox started ahead takes it where there is one."""
+        warm = self._warm.take() if self._warm is not None else None
+        if warm is not None:
+            room = self.disk.room(workspace) if self.disk is not None else None
+            seccomp = ["--seccomp", str(warm.seccomp_fd)] if warm.seccomp_fd is not None else []
+            try:
+                return warm.run(self._bwrap_options(workspace, seccomp), self._inner(command, workspace, room))
+            except BaseException:
+                warm.discard()
+                raise
+        read_fd, write_fd = os.pipe()
+        try:
+            launched = self.spawn(command, workspace, stdout=write_fd)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return launched, read_fd
+
+    def _start_warm(self) -> Warm:
+        cgroup = self.cgroups.take() if self.cgroups.mode else None
+        options_r, options_w = os.pipe()
+        script_r, script_w = os.pipe()
+        output_r, output_w = os.pipe()
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
+        argv = [self._bwrap or "bwrap", "--args", str(options_r), "/bin/sh", f"/dev/fd/{script_r}"]
+        kept = (options_r, script_r, *((seccomp_fd,) if seccomp_fd is not None else ()))
+        try:
+            proc = subprocess.Popen(cgroup.join_argv(argv) if cgroup else argv, pass_fds=kept,
+                                    stdin=subprocess.DEVNULL, stdout=output_w, stderr=output_w, env=command_env(),
+                                    start_new_session=True)
+        except BaseException:
+            for fd in (options_w, script_w, output_r):
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.release()
+            raise
+        finally:
+            for fd in (options_r, script_r, output_w, *((seccomp_fd,) if seccomp_fd is not None else ())):
+                os.close(fd)
+        return Warm(proc, options_w, script_w, script_r, output_r, seccomp_fd, cgroup)
 
     def _spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes], stderr: int | IO[bytes],
                room_bytes: int | None, wrap: Callable[[list[str]], list[str]]) -> Launched:

@@ -34,9 +34,10 @@ def test_a_command_of_many_processes_is_held_to_its_memory_and_process_limits(ma
     assert result["output"].count("survived") <= 1, result["output"]  # 128 MB hold one 70 MB block
     result = run_in_sandbox(server, llm, FORKS, token="tok-a")
     assert "Cannot fork" in result["output"] or "Resource temporarily unavailable" in result["output"], result
-    wait_until(lambda: all(_empty(p) for p in _cgroups_of(server.proc.pid)), 10,
+    # no process left in them but the next command's sandbox, started ahead (modules/tools/sandbox_warm.py)
+    wait_until(lambda: len([p for p in _cgroups_of(server.proc.pid) if not _empty(p)]) <= 2, 10,
                what="no process left in the server's command cgroups")
-    assert len(_cgroups_of(server.proc.pid)) <= IDLE_KEPT  # at most the ones kept for the next commands
+    assert len(_cgroups_of(server.proc.pid)) <= 2 * (IDLE_KEPT + 1)  # v1: memory and pids, kept ones and its
 
 
 def _cgroups_of(pid: int) -> list[Path]:
