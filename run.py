@@ -81,17 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    import eventlet.wsgi
+
     from modules.agents.profiles import ProfileError
     from modules.multi_agent.fast_path import SignalsError
     from server.app import create_app
-    from server.client_guard import ClientLimits, server_options
+    from server.client_guard import ClientLimits, listen, server_options
 
     try:
         server = create_app(settings, async_mode="eventlet")
     except (ProfileError, SignalsError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    app, socketio = server.app, server.socketio
+    app = server.app
     server.start()
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
@@ -104,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
              settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,
              limits.max_connections, limits.header_timeout_s, limits.idle_timeout_s, limits.body_timeout_s)
-    socketio.run(app, host=settings.host, port=settings.port, log_output=False, max_size=pool_size,
-                 **server_options(limits))
+    eventlet.wsgi.server(listen(settings.host, settings.port), app, log_output=False, max_size=pool_size,
+                         **server_options(limits))
     return 0
 
 

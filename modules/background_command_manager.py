@@ -42,7 +42,7 @@ from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
 from modules.tools.sandbox import Sandbox, kill_group
 from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
-from modules.work_caps import START_LOCK, WorkCaps, check_commands
+from modules.work_caps import WorkCaps, check, starting
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +125,9 @@ class BackgroundCommandManager:
         self.prune_logs()
         start = CommandStart(new_id(), command, cwd, timeout_s)
         log_path = self._logs_dir / f"{start.command_id}.log"
-        with START_LOCK:
+        with starting(self._db, conversation_id):
             if self._caps is not None:
-                check_commands(self._db, self._caps, conversation_id)
+                check(self._db, self._caps.commands, conversation_id)
             command_store.insert_running(self._db, BackgroundCommand(
                 id=start.command_id, conversation_id=conversation_id, agent_id=agent_id, command=command,
                 status=RUNNING, timeout_s=timeout_s, log_path=str(log_path), owner=self._owner, created_at=now(),

@@ -24,7 +24,7 @@ from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.storage.records import new_id, now
-from modules.work_caps import START_LOCK, CapReached, WorkCaps, check_sub_agents
+from modules.work_caps import CapReached, WorkCaps, check, starting
 
 SUMMARY_CHARS = 3_000
 
@@ -72,9 +72,9 @@ class SubAgentManager:
             raise SubAgentError(f"unknown role {role!r}; available roles: {', '.join(self.roles()) or 'none'}")
         if self._caps is None:
             return self._insert(parent, role, task)
-        with START_LOCK:
+        with starting(self._db, parent.conversation_id):
             try:
-                check_sub_agents(self._db, self._caps, parent.conversation_id)
+                check(self._db, self._caps.sub_agents, parent.conversation_id)
             except CapReached as exc:
                 raise SubAgentError(str(exc)) from None
             return self._insert(parent, role, task)
