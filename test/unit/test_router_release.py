@@ -94,7 +94,7 @@ def test_releases_of_one_batch_share_a_transaction_and_each_hear_their_own_answe
     terminated receiver refuses only its own message, a message released before answers None."""
     db, conv, master, sub, manager, _router, _woken = team
     writer = GroupCommit(db)
-    router = MessageRouter(db, writer=writer, wake=lambda agent_id: f"task-of-{agent_id}")
+    router = MessageRouter(db, writer=writer, hooks=RouterHooks(wake=lambda agent_id: f"task-of-{agent_id}"))
     to_master, to_terminated, twice = (_held(db, conv, master, text) for text in ("one", "two", "three"))
     assert router.release(_routed(twice, master)) is not None
     assert manager.mark_terminated(sub.id)
