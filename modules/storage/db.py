@@ -14,7 +14,7 @@ and makes `health` look at once.
 
 On PostgreSQL and MariaDB the process's heartbeat writes through an engine of its own (`write_control`: one
 connection, never shared), so a pool drained by hundreds of streams cannot hold it back until a peer judges
-the process gone and takes its work over (README, "Deployment").
+the process gone and takes its work over (README, "Several processes").
 """
 
 from __future__ import annotations
