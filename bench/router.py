@@ -52,10 +52,12 @@ from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent import agent_state  # noqa: E402
 from modules.multi_agent.agent_state import AgentStates  # noqa: E402
 from modules.multi_agent.message_router import INJECTED_INLINE, MessageRouter, PendingMessage  # noqa: E402
+from modules.statuses import MessageSource  # noqa: E402
 from modules.storage import conversations  # noqa: E402
 from modules.storage import messages as message_store  # noqa: E402
 from modules.storage import pending_messages as queue  # noqa: E402
 from modules.storage.db import Database  # noqa: E402
+from modules.storage.message_meta import MessageMeta  # noqa: E402
 from modules.storage.users import get_or_create_user  # noqa: E402
 from modules.sub_agent.manager import SubAgentManager  # noqa: E402
 from modules.tools.agent_tools import AGENT_TOOLS  # noqa: E402
@@ -217,7 +219,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
         for i in range(per_sender):
             msg = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                      content=f"{agent.display_name} #{i}", source_display_name=agent.display_name,
-                                     source_agent_id=agent.id, meta={"source": "agent_message"})
+                                     source_agent_id=agent.id, meta=MessageMeta(source=MessageSource.AGENT_MESSAGE))
             start = time.perf_counter()
             with lock:
                 sent_at[msg.id] = start
