@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modules.context.shorten import shorten_tokens
+from modules.context.versions import replaces_from
 from modules.llm.tokens import count_message
 
 
@@ -20,12 +21,13 @@ class HistoryRow:
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     reasoning: str = ""  # the model's thinking behind an assistant message (metadata `reasoning`)
+    replaces_from: int | None = None  # a new version of a turn: the seq it replaces from (./versions.py)
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryRow:
         meta = row.meta or {}
         return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
-                   str(meta.get("reasoning") or ""))
+                   str(meta.get("reasoning") or ""), replaces_from(meta))
 
 
 def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:

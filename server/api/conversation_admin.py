@@ -9,6 +9,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response
 
+from modules.context.versions import version_meta
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
@@ -129,7 +130,8 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
     rt.suggestions.cancel(conv.id)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=last.content or "", source_display_name="user",
-                                 meta={"source": "user", "visibility": "hidden", "regenerate_of": original})
+                                 meta={"source": "user", "visibility": "hidden", "regenerate_of": original,
+                                       **version_meta(last.message_id, last.seq, last.meta)})
     try:
         routed = rt.router.route_message(master.id, message)
     except RouteError:
