@@ -1,0 +1,57 @@
+"""A browser notification (and the tab title) when a background command or a sub-agent finishes while the tab
+is hidden; the permission is asked on the user's first send, never at load (issue 27)."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from test.browser.helpers import assistant, send, wait_connected
+from test.scripted_llm import match_system, text, tool_calls
+
+MASTER = match_system("You are MasterAgent")
+
+# The Notification API as a page sees it, recorded; and a tab the test can hide.
+FAKE_NOTIFICATIONS = """
+window.__notes = []; window.__asked = 0; window.__hidden = false;
+class FakeNotification {
+  constructor(title, options) { window.__notes.push({ title, body: (options || {}).body || "" }); }
+  close() {}
+}
+FakeNotification.permission = "default";
+FakeNotification.requestPermission = () => {
+  window.__asked++; FakeNotification.permission = "granted"; return Promise.resolve("granted");
+};
+window.Notification = FakeNotification;
+Object.defineProperty(document, "hidden", { configurable: true, get: () => window.__hidden });
+Object.defineProperty(document, "visibilityState", { configurable: true,
+  get: () => (window.__hidden ? "hidden" : "visible") });
+"""
+SET_HIDDEN = "(h) => { window.__hidden = h; document.dispatchEvent(new Event('visibilitychange')); }"
+
+
+def test_a_background_command_that_ends_while_the_tab_is_hidden_notifies(open_page, ui_server, llm):
+    page = open_page(ui_server)
+    page.context.add_init_script(FAKE_NOTIFICATIONS)
+    page.reload()
+    wait_connected(page)
+    assert page.evaluate("window.__asked") == 0, "the permission was asked at load, not on a gesture"
+    llm.script(tool_calls(("run_command", {"command": "sleep 2; echo built", "run_in_background": True})),
+               text("Started it."), text("The build finished."), match=MASTER)  # fmt: skip
+    send(page, "build it in the background")
+    page.wait_for_function("window.__asked === 1")
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Started it.")
+    assert page.evaluate("window.__notes.length") == 0, "notified while the tab was shown"
+    page.evaluate(SET_HIDDEN, True)
+
+    expect(page.get_by_test_id("notice")).to_have_count(1)  # the command's end, reported
+    expect(page).to_have_title(re.compile(r"^✓ Done · "))
+    page.wait_for_function("window.__notes.length >= 1")
+    assert page.evaluate("window.__notes[0]") == {
+        "title": "Command succeeded · build it in the background", "body": "sleep 2; echo built → built"}
+    page.evaluate(SET_HIDDEN, False)
+    expect(page).not_to_have_title(re.compile(r"^✓ Done"))
+    llm.script(text("You are welcome."), match=MASTER)
+    send(page, "thanks")  # a second send asks no more
+    assert page.evaluate("window.__asked") == 1
