@@ -46,7 +46,7 @@ def test_picked_files_are_chips_and_the_agent_is_told_their_paths(page, ui_serve
     expect(page.get_by_test_id("composer-attachments")).to_have_count(0)  # the chips went with the message
     sent = page.get_by_test_id("user-message").last
     expect(sent.get_by_test_id("user-text")).to_have_text("summarise the notes")
-    expect(sent.get_by_test_id("message-attachment")).to_have_text(["📎 notes.txt"])
+    expect(sent.get_by_test_id("message-attachment")).to_have_text(["notes.txt"])
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Read it.")
     seen = _user_text_seen(llm)
     assert seen.startswith("summarise the notes")
@@ -54,7 +54,7 @@ def test_picked_files_are_chips_and_the_agent_is_told_their_paths(page, ui_serve
 
     page.reload()  # from the stored history: the chip again, not the line naming the file
     sent = page.get_by_test_id("user-message").last
-    expect(sent.get_by_test_id("message-attachment")).to_have_text(["📎 notes.txt"])
+    expect(sent.get_by_test_id("message-attachment")).to_have_text(["notes.txt"])
     expect(sent.get_by_test_id("user-text")).to_have_text("summarise the notes")
 
 
