@@ -77,7 +77,8 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (visibility === "hidden" || !inSegment) continue;
       if (visibility === "compact" || source !== "user") {
         push({ kind: "notice", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content ?? "", source,
-          from: str(meta.from_agent) || undefined, messageType: str(meta.message_type) || undefined, ...base });
+          from: str(meta.from_agent) || undefined, messageType: str(meta.message_type) || undefined, fromHistory: true,
+          ...base });
       } else {
         push({ kind: "user", key: `m:${m.message_id}`, messageId: m.message_id,
           clientMessageId: str(meta.client_message_id) || undefined, text: m.content ?? "",

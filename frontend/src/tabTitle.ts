@@ -13,8 +13,10 @@ export const FINISHED_MARK = "✓ Done · ";
 
 export function useTabTitle(state: ChatState, title: () => string): void {
   const finished = ref(false);
+  /** Reports that came in live (the stored history's are nothing that just finished). */
   const reportItems = computed(() =>
-    state.items.filter((it): it is NoticeItem => it.kind === "notice" && (it.source === "sub_agent" || it.source === "background_command")),
+    state.items.filter((it): it is NoticeItem => it.kind === "notice" && !it.fromHistory &&
+      (it.source === "sub_agent" || it.source === "background_command")),
   );
   const reports = computed(() => reportItems.value.length);
   const mark = (): void => {
@@ -26,11 +28,8 @@ export function useTabTitle(state: ChatState, title: () => string): void {
   watch(reports, (now, before) => {
     if (now <= before) return;
     mark();
-    const last = reportItems.value[now - 1];
-    if (last && !state.loading) {
-      const view = noticeView(last);
-      notifyHidden(`${view.label} · ${title() || APP}`, view.detail.replace(/[`*_]/g, ""));
-    }
+    const view = noticeView(reportItems.value[now - 1]!);
+    notifyHidden(`${view.label} · ${title() || APP}`, view.detail.replace(/[`*_]/g, ""));
   });
   watch(() => state.conversationId, () => (finished.value = false));
   document.addEventListener("visibilitychange", () => {

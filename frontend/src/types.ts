@@ -146,6 +146,8 @@ export interface NoticeItem extends ItemBase {
   messageId: string;
   text: string;
   source: string;
+  /** From the stored history (not news: no tab mark, no notification). */
+  fromHistory?: boolean;
   /** Who sent it (`metadata.from_agent`), and the queue message type (`task`, `question`, ...). */
   from?: string;
   messageType?: string;

@@ -14,7 +14,7 @@ MASTER = match_system("You are MasterAgent")
 
 # The Notification API as a page sees it, recorded; and a tab the test can hide.
 FAKE_NOTIFICATIONS = """
-window.__notes = []; window.__asked = 0; window.__hidden = false;
+window.__notes = []; window.__asked = 0; window.__hidden = sessionStorage.getItem("hidden") === "1";
 class FakeNotification {
   constructor(title, options) { window.__notes.push({ title, body: (options || {}).body || "" }); }
   close() {}
@@ -55,3 +55,14 @@ def test_a_background_command_that_ends_while_the_tab_is_hidden_notifies(open_pa
     llm.script(text("You are welcome."), match=MASTER)
     send(page, "thanks")  # a second send asks no more
     assert page.evaluate("window.__asked") == 1
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("You are welcome.")
+    expect(page.get_by_test_id("stop-button")).to_have_count(0)  # its turn ended: nothing ends after the reload
+
+    # reopened in a hidden tab, the stored report is history, not news
+    page.evaluate("sessionStorage.setItem('hidden', '1')")
+    page.reload()
+    expect(page.get_by_test_id("notice")).to_have_count(1)
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("You are welcome.")
+    assert page.evaluate("document.hidden") is True
+    assert page.evaluate("window.__notes.length") == 0
+    expect(page).not_to_have_title(re.compile(r"^✓ Done"))
