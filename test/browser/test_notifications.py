@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from test.browser.helpers import assistant, send, wait_connected
+from test.browser.helpers import assistant, inject, open_synthetic_conversation, send, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -48,8 +48,9 @@ def test_a_background_command_that_ends_while_the_tab_is_hidden_notifies(open_pa
     expect(page.get_by_test_id("notice")).to_have_count(1)  # the command's end, reported
     expect(page).to_have_title(re.compile(r"^✓ Done · "))
     page.wait_for_function("window.__notes.length >= 1")
-    assert page.evaluate("window.__notes[0]") == {
-        "title": "Command succeeded · build it in the background", "body": "sleep 2; echo built → built"}
+    note = page.evaluate("window.__notes[0]")
+    assert re.fullmatch(r"Command \w+.* · build it in the background", note["title"]), note  # ended, as it did
+    assert note["body"].startswith("sleep 2; echo built"), note
     page.evaluate(SET_HIDDEN, False)
     expect(page).not_to_have_title(re.compile(r"^✓ Done"))
     llm.script(text("You are welcome."), match=MASTER)
@@ -66,3 +67,25 @@ def test_a_background_command_that_ends_while_the_tab_is_hidden_notifies(open_pa
     assert page.evaluate("document.hidden") is True
     assert page.evaluate("window.__notes.length") == 0
     expect(page).not_to_have_title(re.compile(r"^✓ Done"))
+
+
+def test_a_sub_agent_report_while_the_tab_is_hidden_notifies_once(open_page, ui_server, llm):
+    page, cid, master = open_synthetic_conversation(open_page, ui_server, "sub-agent report")
+    page.context.add_init_script(FAKE_NOTIFICATIONS)
+    page.reload()
+    expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
+    page.evaluate("window.Notification.permission = 'granted'")  # granted at an earlier visit
+    report = {"message": "[Sub-agent InfoAgent_1 succeeded in 2.0 s]\nResult:\nAll **12** tests pass.",
+              "message_id": "n-report", "source": "sub_agent", "visibility": "compact", "starts_work": False,
+              "metadata": {"sub_agent_notice": True}}  # fmt: skip
+    page.evaluate(SET_HIDDEN, True)
+    inject(page, cid, master, "task-r", [(0, "user_message", report)])
+    expect(page.get_by_test_id("notice")).to_have_count(1)
+    expect(page).to_have_title("✓ Done · sub-agent report · Agent team chat")
+    page.wait_for_function("window.__notes.length === 1")
+    note = page.evaluate("window.__notes[0]")
+    assert note["title"].endswith("· sub-agent report") and "InfoAgent_1" in note["title"], note
+    assert "12 tests pass" in note["body"], note
+    inject(page, cid, master, "task-r", [(0, "user_message", report)])  # the same event again: no second one
+    page.evaluate(SET_HIDDEN, False)
+    assert page.evaluate("window.__notes.length") == 1
