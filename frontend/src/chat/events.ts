@@ -11,10 +11,8 @@ import { Agents } from "./agents";
 import type { SocketLike } from "./send";
 import { restoreSent } from "./sent";
 import { emptyState, type ChatState } from "./state";
-import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
+import { TaskLogs, type TaskTrack } from "./taskLogs";
 import { Timeline, type Data } from "./timeline";
-
-export { FINAL_STATUSES };
 
 type FinalType = "task_complete" | "task_stopped" | "error";
 const FINAL = new Set<string>(["task_complete", "task_stopped", "error"]);
@@ -135,7 +133,6 @@ export abstract class ChatEvents {
     const usage = await fetchUsage(cid);
     if (usage && cid === this.state.conversationId) this.state.usage = usage;
   }
-
 
   /** A message routed that this tab did not send (another tab's, or a device's): it shows, queued, from
    * `GET .../queued` until its agent reads it (its `user_message` then takes the queued mark off). */

@@ -6,7 +6,8 @@
 import { api, ApiError } from "../api";
 import type { AgentInfo, AskItem, Conversation, SendAnswer, TaskSummary, UserItem } from "../types";
 import { deliver, editMessage, failure, regenerate, retryable, stopTasks } from "./send";
-import { ChatEvents, FINAL_STATUSES } from "./events";
+import { ChatEvents } from "./events";
+import { FINAL_STATUSES } from "./taskLogs";
 import { fetchConversation, mergedHistory } from "./load";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
