@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-VERSION_OF = "version_of"
-REPLACES_FROM = "replaces_from_seq"
+from modules.storage.message_meta import MessageMeta
 
 
 class Versioned(Protocol):
@@ -25,16 +24,10 @@ class Versioned(Protocol):
 R = TypeVar("R", bound=Versioned)
 
 
-def version_meta(replaced_id: str, replaced_seq: int, replaced_meta: dict[str, Any] | None) -> dict[str, Any]:
-    """The metadata that makes a new user message a version of the turn whose message it replaces."""
-    meta = replaced_meta or {}
-    root = meta.get(VERSION_OF) or meta.get("regenerate_of") or replaced_id
-    return {VERSION_OF: root, REPLACES_FROM: replaced_seq}
-
-
-def replaces_from(meta: dict[str, Any] | None) -> int | None:
-    value = (meta or {}).get(REPLACES_FROM)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def version_meta(replaced_id: str, replaced_seq: int, replaced_meta: MessageMeta) -> dict[str, Any]:
+    """The meta fields that make a new user message a version of the turn whose message it replaces."""
+    root = replaced_meta.version_of or replaced_meta.regenerate_of or replaced_id
+    return {"version_of": root, "replaces_from_seq": replaced_seq}
 
 
 def current_versions(rows: Sequence[R]) -> list[R]:

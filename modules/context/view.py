@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from modules.context.shorten import shorten_tokens
-from modules.context.versions import replaces_from
 from modules.llm.tokens import count_message
+from modules.storage.message_meta import MessageMeta
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class HistoryRow:
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryRow:
-        meta = row.meta or {}
+        meta = MessageMeta.load(row.meta)
         return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
-                   str(meta.get("reasoning") or ""), replaces_from(meta))
+                   meta.reasoning or "", meta.replaces_from_seq)
 
 
 def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:

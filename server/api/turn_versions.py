@@ -10,8 +10,10 @@ from pydantic_core import PydanticCustomError
 
 from modules.context.versions import version_meta
 from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
 from server.api import response_models as out
 from server.api.context import lookup_id, owned_conversation, runtime
@@ -40,7 +42,7 @@ class EditMessageBody(RequestModel):
 def _users_message(history: list[Message], message_id: str) -> Message | None:
     """The user's own message `message_id` in the master's history (a Regenerate copy counts: it is a version)."""
     for msg in history:
-        if msg.message_id == message_id and msg.role == "user" and (msg.meta or {}).get("source", "user") == "user":
+        if msg.message_id == message_id and msg.role == "user" and msg.typed_meta.source in (None, MessageSource.USER):
             return msg
     return None
 
@@ -67,8 +69,9 @@ def edit_message(conversation_id: str, message_id: str, body: EditMessageBody,
     rt.suggestions.cancel(conv.id)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=body.message, source_display_name="user",
-                                 meta={"source": "user", "edit_of": replaced.message_id,
-                                       **version_meta(replaced.message_id, replaced.seq, replaced.meta)})
+                                 meta=MessageMeta(source=MessageSource.USER, edit_of=replaced.message_id,
+                                                  **version_meta(replaced.message_id, replaced.seq,
+                                                                 replaced.typed_meta)))
     try:
         routed = rt.router.route_message(master.id, message)
     except RouteError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from modules.context.versions import current_versions, version_meta
 from modules.context.view import HistoryRow
+from modules.storage.message_meta import MessageMeta
 
 
 def _rows(*specs: tuple[str, int | None]) -> list[HistoryRow]:
@@ -27,6 +28,6 @@ def test_an_edit_of_an_earlier_turn_drops_it_and_what_followed():
 
 
 def test_a_version_of_a_version_names_the_first():
-    assert version_meta("b", 4, {"version_of": "a"}) == {"version_of": "a", "replaces_from_seq": 4}
-    assert version_meta("b", 4, {"regenerate_of": "a"})["version_of"] == "a"
-    assert version_meta("b", 4, None)["version_of"] == "b"
+    assert version_meta("b", 4, MessageMeta(version_of="a")) == {"version_of": "a", "replaces_from_seq": 4}
+    assert version_meta("b", 4, MessageMeta(regenerate_of="a"))["version_of"] == "a"
+    assert version_meta("b", 4, MessageMeta())["version_of"] == "b"
