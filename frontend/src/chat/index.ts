@@ -230,7 +230,7 @@ export class Chat extends ChatEvents {
   async edit(messageId: string, text: string): Promise<SendAnswer> {
     const cid = this.state.conversationId;
     const answer = cid ? await editMessage(cid, messageId, text) : failure(new Error("no conversation"));
-    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id);
+    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id ?? undefined);
     this.onConversationsChanged();
     return answer;
   }
