@@ -33,6 +33,7 @@ from server.api import (
     openapi,
     queued,
     tasks,
+    turn_versions,
     usage,
     workspace_files,
 )
@@ -125,7 +126,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
     register_error_handlers(app)
     outage.install(app, socketio, db)
     for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
-               queued.bp, health.bp, messages.bp, usage.bp, metrics.bp,
+               queued.bp, health.bp, messages.bp, usage.bp, metrics.bp, turn_versions.bp,
                openapi.bp):
         app.register_blueprint(bp)
     register_frontend(app, settings.frontend_dir)

@@ -67,15 +67,23 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       const visibility = str(meta.visibility) || "chat";
       const source = str(meta.source) || "user";
       if (userFacing) inSegment = source === "user" && visibility !== "hidden";
+      const versionOf = str(meta.version_of) || str(meta.regenerate_of) || undefined;
+      if (visibility === "hidden" && versionOf && source === "user" && !userFacing) {
+        // Regenerate's copy of the user's message: the start of the turn's new version (chat/versions.ts)
+        push({ kind: "user", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content ?? "", versionOf,
+          hiddenCopy: true, ...base });
+        continue;
+      }
       if (visibility === "hidden" || !inSegment) continue;
       if (visibility === "compact" || source !== "user") {
         push({ kind: "notice", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content ?? "", source,
-          from: str(meta.from_agent) || undefined, messageType: str(meta.message_type) || undefined, ...base });
+          from: str(meta.from_agent) || undefined, messageType: str(meta.message_type) || undefined, fromHistory: true,
+          ...base });
       } else {
         push({ kind: "user", key: `m:${m.message_id}`, messageId: m.message_id,
           clientMessageId: str(meta.client_message_id) || undefined, text: m.content ?? "",
           route: str(meta.route) || undefined, delivery: str(meta.delivery) || undefined,
-          targetAgent: userFacing ? agentName : undefined, ...base });
+          targetAgent: userFacing ? agentName : undefined, versionOf: userFacing ? undefined : versionOf, ...base });
       }
     } else if (m.role === "assistant") {
       const asks = (m.tool_calls ?? []).some((c) => c.function?.name === "ask_user");

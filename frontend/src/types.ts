@@ -64,6 +64,10 @@ export interface UserItem extends ItemBase {
   retryable?: boolean;
   /** The `question_id` this message answered (human in the loop). */
   answersQuestion?: string;
+  /** A later version of the turn that starts with message `versionOf` (an edit, or Regenerate's copy). */
+  versionOf?: string;
+  /** Regenerate's hidden copy of the user's message: shown only as the start of its version. */
+  hiddenCopy?: boolean;
 }
 
 export interface NoticeItem extends ItemBase {
@@ -71,6 +75,8 @@ export interface NoticeItem extends ItemBase {
   messageId: string;
   text: string;
   source: string;
+  /** From the stored history (not news: no tab mark, no notification). */
+  fromHistory?: boolean;
   /** Who sent it (`metadata.from_agent`), and the queue message type (`task`, `question`, ...). */
   from?: string;
   messageType?: string;

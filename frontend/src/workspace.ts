@@ -38,22 +38,24 @@ export async function loadFiles(cid: string | null): Promise<void> {
   }
 }
 
-export async function uploadFile(cid: string, file: File): Promise<boolean> {
+/** Upload into the workspace: the name the server stored it under (NFC), or null when it failed (said in `error`). */
+export async function uploadFile(cid: string, file: File): Promise<string | null> {
   workspace.uploading = true;
   workspace.error = "";
   try {
     const form = new FormData();
     form.append("file", file, file.name);
-    await apiRaw(base(cid), { method: "POST", body: form });
+    const res = await apiRaw(base(cid), { method: "POST", body: form });
+    const stored = ((await res.json().catch(() => null)) ?? {}) as { name?: string };
     await loadFiles(cid);
-    return true;
+    return stored.name || file.name;
   } catch (err) {
     if (unsupported(err)) workspace.supported = false;
     workspace.error =
       err instanceof ApiError && err.code === "file_too_large"
         ? `${file.name} is too large: ${err.message}`
         : `${file.name} was not uploaded: ${(err as Error).message}`;
-    return false;
+    return null;
   } finally {
     workspace.uploading = false;
   }

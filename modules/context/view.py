@@ -21,11 +21,13 @@ class HistoryRow:
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     reasoning: str = ""  # the model's thinking behind an assistant message (metadata `reasoning`)
+    replaces_from: int | None = None  # a new version of a turn: the seq it replaces from (./versions.py)
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryRow:
+        meta = MessageMeta.load(row.meta)
         return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
-                   MessageMeta.load(row.meta).reasoning or "")
+                   meta.reasoning or "", meta.replaces_from_seq)
 
 
 def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:

@@ -47,6 +47,11 @@ class MessageMeta(BaseModel):
     route_reason: str | None = None
     routed: RoutedTo | None = None
     regenerate_of: str | None = None  # the user message a regeneration repeats
+    # A new version of a user's turn (modules/context/versions.py): the turn's first message, the history
+    # position of the version it replaces, and the message an edit changed.
+    version_of: str | None = None
+    replaces_from_seq: int | None = None
+    edit_of: str | None = None
     # An assistant message: its task, its model's thinking, and how it was cut short.
     task_id: str | None = None
     reasoning: str | None = None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response
 
+from modules.context.versions import version_meta
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
@@ -132,7 +133,8 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=last.content or "", source_display_name="user",
                                  meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.HIDDEN,
-                                                  regenerate_of=original))
+                                                  regenerate_of=original,
+                                                  **version_meta(last.message_id, last.seq, last.typed_meta)))
     try:
         routed = rt.router.route_message(master.id, message)
     except RouteError:

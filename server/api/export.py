@@ -13,7 +13,7 @@ from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage.message_meta import MessageMeta
-from modules.storage.models import Agent, Conversation
+from modules.storage.models import Agent, Conversation, Message
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import ExportQuery
@@ -29,13 +29,18 @@ def _agents_master_first(conversation_id: str) -> list[Agent]:
     return sorted(agents, key=lambda a: (a.kind != "master", a.created_at, a.display_name))
 
 
+def _regenerate_copy(msg: Message) -> bool:
+    """Regenerate's hidden copy of the user's message: the model's input, not something the user wrote again."""
+    return msg.typed_meta.regenerate_of is not None
+
+
 def export_document(conv: Conversation) -> dict[str, Any]:
     """The `json` export: the conversation, then each agent with its history (oldest first)."""
     db = runtime().db
     return {"conversation": conversation_out(conv).model_dump(mode="json"),
             "agents": [{"agent": agent_out(agent).model_dump(mode="json"),
                         "messages": [message_out(m).model_dump(mode="json")
-                                     for m in message_store.list_messages(db, agent.id)]}
+                                     for m in message_store.list_messages(db, agent.id) if not _regenerate_copy(m)]}
                        for agent in _agents_master_first(conv.id)]}
 
 

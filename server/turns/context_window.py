@@ -15,6 +15,7 @@ from typing import Any
 from modules.context import compaction
 from modules.context.budget import SUMMARY_SHARE, ContextBudget, budget_for
 from modules.context.shorten import shorten_tokens
+from modules.context.versions import current_versions
 from modules.context.view import HistoryRow, HistoryView
 from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelError
@@ -87,8 +88,8 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
                               f"the model's context window of {budget.window} tokens")
     summary = summary_store.latest(rt.db, turn.agent_id)
     current = current_from_seq(turn)
-    rows = [HistoryRow.from_row(r) for r in
-            message_store.history_after(rt.db, turn.agent_id, summary.through_seq if summary else -1)]
+    rows = current_versions([HistoryRow.from_row(r) for r in
+                             message_store.history_after(rt.db, turn.agent_id, summary.through_seq if summary else -1)])
     view = HistoryView.of(rows, current)
     summary_tokens = _summary_tokens(summary)
     if harder or fixed + summary_tokens + view.tokens > budget.threshold(fixed):

@@ -78,3 +78,25 @@ def test_no_axe_violations_on_the_main_screens(open_page, ui_server, llm):
     total = sum(len(v["nodes"]) for vs in found.values() for v in vs)
     print(f"axe-core: {total} violations")
     assert not found, f"{total} violations:\n" + describe(found)
+
+
+def test_no_axe_violations_with_versions_attachments_and_an_edit(open_page, ui_server, llm, tmp_path):
+    """Issue 27's additions: the ‹ 1/2 › switcher, file chips on a message and in the composer, the edit line."""
+    found: dict = {}
+    page = open_page(ui_server, viewport=DESKTOP)
+    llm.script(text("Ready."), text("First take."), text("Second take."), match=MASTER)
+    send(page, "hello")
+    expect(assistant(page).last).to_have_attribute("data-done", "true")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n")
+    page.get_by_test_id("file-input").set_input_files(str(notes))
+    expect(page.get_by_test_id("attachment-chip")).to_have_count(1)
+    send(page, "read the notes")
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("First take.")
+    assistant(page).last.get_by_test_id("regenerate").click()
+    expect(page.get_by_test_id("version-label")).to_have_text("2/2")
+    page.get_by_test_id("user-message").last.get_by_test_id("edit-message").click()
+    expect(page.get_by_test_id("attachment-chip")).to_have_count(1)  # the files come back with the edit
+    expect(page.get_by_test_id("editing-banner")).to_be_visible()
+    _check(page, "versions, chips and an edit", found)
+    assert not found, describe(found)

@@ -104,3 +104,31 @@ def _png_size(data: bytes) -> tuple[int, int]:
     """Width and height from a PNG's IHDR chunk."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
     return struct.unpack(">II", data[16:24])
+
+
+def test_screenshot_of_versions_and_attachments(open_page, ui_server, llm, tmp_path):
+    """A turn with two versions (‹ 2/2 ›), a message with its file, and a file chip waiting in the composer."""
+    out = screenshot_dir(tmp_path)
+    llm.script(text("Send it over and I will read it."),
+               text("The CSV has **3 rows**: Lisbon, Porto and Faro."),
+               text("`/workspace/cities.csv` lists **3 cities** (Lisbon, Porto, Faro), one per row."),
+               match=MASTER)  # fmt: skip
+    page = open_page(ui_server, viewport={"width": 1100, "height": 640})
+    send(page, "I have a list of cities for you")
+    expect(assistant(page).last).to_have_attribute("data-done", "true")
+    cities, plan = tmp_path / "cities.csv", tmp_path / "trip-plan.md"
+    cities.write_text("city\nLisbon\nPorto\nFaro\n")
+    plan.write_text("# Trip\n")
+    page.get_by_test_id("file-input").set_input_files(str(cities))
+    expect(page.get_by_test_id("attachment-chip")).to_have_count(1)
+    send(page, "How many cities are in it?")
+    expect(assistant(page).last.get_by_test_id("assistant-text")).to_contain_text("3 rows")
+    assistant(page).last.get_by_test_id("regenerate").click()
+    expect(page.get_by_test_id("version-label")).to_have_text("2/2")
+    expect(assistant(page).last).to_have_attribute("data-done", "true")
+    page.get_by_test_id("file-input").set_input_files(str(plan))
+    expect(page.get_by_test_id("attachment-chip")).to_have_count(1)
+    page.get_by_test_id("close-team").click()
+    page.get_by_test_id("user-message").last.hover()
+    page.screenshot(path=out / "versions-and-attachments.png")
+    assert _png_size((out / "versions-and-attachments.png").read_bytes()) == (1100, 640)

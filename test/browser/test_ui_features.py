@@ -89,8 +89,9 @@ def test_edit_and_resend_the_last_message(page, ui_server, llm):
     box.fill("capital of Portugal?")
     box.press("Enter")
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Lisbon.")
-    expect(users.get_by_test_id("user-text")).to_have_text(["capital of France?", "capital of Portugal?"])
-    expect(users.first.get_by_test_id("edit-message")).to_have_count(0)  # only the last one
+    # the edit is a new version of the turn (test_turn_versions.py): one turn shows, the newest
+    expect(users.get_by_test_id("user-text")).to_have_text(["capital of Portugal?"])
+    expect(users.get_by_test_id("version-label")).to_have_text("2/2")
 
 
 def test_dark_mode_follows_the_system_and_the_toggle(open_page, ui_server, llm):
@@ -180,8 +181,11 @@ def test_regenerate_the_last_answer_keeps_the_old_one(page, ui_server, llm):
     assistant(page).get_by_test_id("regenerate").click()
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Second answer.")
     page.reload()
-    expect(assistant(page).get_by_test_id("assistant-text")).to_have_text(["First answer.", "Second answer."])
+    # the old answer is the turn's first version, one click away (test_turn_versions.py)
+    expect(assistant(page).get_by_test_id("assistant-text")).to_have_text(["Second answer."])
     expect(page.get_by_test_id("user-message")).to_have_count(1)
+    page.get_by_test_id("version-prev").click()
+    expect(assistant(page).get_by_test_id("assistant-text")).to_have_text(["First answer."])
 
 
 def test_upload_a_file_into_the_workspace(make_server, open_page, llm, tmp_path):

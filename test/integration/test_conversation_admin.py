@@ -110,7 +110,8 @@ def test_regenerate_answers_the_last_user_message_again_and_keeps_the_old_answer
     assert answer["task_id"] and answer["task_id"] != sent["task_id"]
     assert auth_server.wait_task(answer["task_id"])["status"] == "succeeded"
     request = llm.agent_requests[-1].body["messages"]
-    assert [m["content"] for m in request[1:]] == ["Name a colour", "Red.", "Name a colour"]
+    # the old answer is an older version of the turn: it left the model's view (API.md, "Versions of a turn")
+    assert [m["content"] for m in request[1:]] == ["Name a colour"]
     history = auth_server.get(f"/api/conversations/{cid}/messages").json()["data"]
     assert [m["content"] for m in history if m["role"] == "assistant"] == ["Red.", "Blue."]
     copy = [m for m in history if m["role"] == "user"][-1]

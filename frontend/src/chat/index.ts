@@ -1,55 +1,29 @@
 // The open conversation, as the chat view sees it: a facade over the timeline reducer
 // (./timeline.ts), the task event logs (./taskLogs.ts), the chips (./suggestions.ts), the sends and
-// stops (./send.ts) and the remembered sends (./sent.ts). It loads stored history, attaches to the active tasks, routes
-// each event to the main timeline or the team panel, and keeps the agents' list fresh.
+// stops (./send.ts) and the remembered sends (./sent.ts). It loads stored history, attaches to the active
+// tasks and acts for the user; the events coming in are routed by ./events.ts.
 
-import { reactive } from "vue";
 import { api, ApiError } from "../api";
-import { str } from "../history";
-import type { AgentInfo, AskItem, ChatEvent, Conversation, SendAnswer, TaskSummary, UserItem } from "../types";
-import { deliver, failure, regenerate, retryable, stopTasks, type SocketLike } from "./send";
-import { Agents } from "./agents";
+import type { AgentInfo, AskItem, Conversation, SendAnswer, TaskSummary, UserItem } from "../types";
+import { deliver, editMessage, failure, regenerate, retryable, stopTasks } from "./send";
+import { ChatEvents } from "./events";
+import { FINAL_STATUSES } from "./taskLogs";
 import { fetchConversation, mergedHistory } from "./load";
-import { fetchUsage } from "../usage";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
-import { FINAL_STATUSES, TaskLogs, type TaskTrack } from "./taskLogs";
-import type { ServerEvent } from "../generated/events";
-import { emptyState, type ChatState } from "./state";
-import { newId, Timeline, type Data } from "./timeline";
+import { emptyState } from "./state";
+import { newId } from "./timeline";
 
 export type { SocketLike } from "./send";
 export type { Suggestions } from "./timeline";
-
-type FinalType = "task_complete" | "task_stopped" | "error";
-const FINAL = new Set<string>(["task_complete", "task_stopped", "error"]);
-const isFinal = (type: string): type is FinalType => FINAL.has(type);
 
 /** A conversation created at a first send; `viewGen` is the generation of the view that shows it,
  * null when the user had moved on (another conversation, or another new chat) before it was created. */
 type Created = { id: string; viewGen: number | null };
 
-export class Chat {
-  state: ChatState = reactive(emptyState()) as ChatState;
-  readonly team = new Agents(this.state);
-  readonly timeline = new Timeline(this.state, this.team);
-  readonly logs = new TaskLogs({
-    apply: (ev) => this.apply(ev),
-    changed: () => this.updateRunning(),
-    holding: () => this.holding,
-    online: () => this.socket.connected,
-    generation: () => this.generation,
-    conversationId: () => this.state.conversationId,
-  });
-  private holding = false; // history is loading: buffer task events, apply them afterwards
-  private ephemeral: ChatEvent[] = [];
-  private generation = 0; // bumped when another conversation opens: late answers are dropped
+export class Chat extends ChatEvents {
   /** The conversation being created for the fresh view of generation `gen`: sends made meanwhile in that view share it. */
   private creating: { gen: number; promise: Promise<Created> } | null = null;
-  private queuedAtStop = 0; // the master's queue when the user pressed Stop: those messages start next
-  onConversationsChanged: () => void = () => {};
-
-  constructor(private socket: SocketLike) {}
 
   // ---- opening a conversation -----------------------------------------------------
 
@@ -159,101 +133,6 @@ export class Chat {
     else void this.restoreSuggestions(gen);
   }
 
-  // ---- events in ----------------------------------------------------------------
-
-  /** A socket event: `type` is its name, `data` carries `task_id` and `idx` when it is logged. */
-  ingest(ev: ChatEvent): void {
-    const d = ev.data ?? {};
-    const cid = this.state.conversationId;
-    if (!cid || d.conversation_id !== cid) return;
-    const taskId = typeof d.task_id === "string" ? d.task_id : null;
-    const idx = typeof d.idx === "number" ? d.idx : null;
-    if (taskId === null || idx === null) {
-      if (this.holding) this.ephemeral.push(ev);
-      else this.apply(ev);
-      return;
-    }
-    this.logs.offer(this.logs.track(taskId, str(d.agent_id) || undefined), idx, ev);
-  }
-
-  /** Whether a task's events belong in the main timeline: the master's, or a sub-agent's turn with the user. */
-  private foreground(t: TaskTrack | undefined): boolean {
-    return !t || this.team.isMaster(t.agentId) || t.userFacing;
-  }
-
-  private updateRunning(): void {
-    const ids = [...this.logs.tracks.values()].filter((t) => !t.final && this.foreground(t)).map((t) => t.id);
-    const cur = this.state.running;
-    if (ids.length !== cur.length || ids.some((id, i) => cur[i] !== id)) this.state.running = ids;
-    if (ids.length === 0) this.state.stopping = false;
-  }
-
-  /** Route one event, in order: the team panel's part here, the timeline's part to the reducer. */
-  private apply(ev: ChatEvent): void {
-    const d = ev.data ?? {};
-    const agentId = str(d.agent_id) || undefined;
-    const taskId = str(d.task_id) || undefined;
-    if (agentId) this.state.agentActivity[agentId] = (this.state.agentActivity[agentId] ?? 0) + 1;
-    const track = taskId ? this.logs.tracks.get(taskId) : undefined;
-    if (track && !this.foreground(track)) {
-      // A sub-agent working in the background: the team panel shows it. The main timeline
-      // takes only what involves the user: its questions, and messages of the user to it.
-      if (ev.type === "tool_start" && str(d.name) === "ask_user") {
-        this.timeline.noteAskCall(agentId, str(d.tool_call_id));
-        return;
-      } else if (ev.type === "ask_user") track.userFacing = true;
-      else if (ev.type === "user_message" && str(d.source) === "user" && str(d.visibility) !== "hidden") {
-        track.userFacing = true;
-      } else if (ev.type === "agent_state") {
-        this.team.onState(d, agentId);
-        return;
-      } else if (isFinal(ev.type)) {
-        this.onFinal(ev.type, d, taskId, agentId, true);
-        return;
-      } else {
-        return;
-      }
-      this.updateRunning();
-    }
-    if (ev.type === "agent_state" || ev.type === "pending_count") this.team.onState(d, agentId);
-    else if (ev.type === "sub_agent_waiting") {
-      const count = Number(d.count ?? 0);
-      const tasks = Array.isArray(d.tasks) ? (d.tasks as NonNullable<ChatState["subAgentWaiting"]>["tasks"]) : [];
-      this.state.subAgentWaiting = count > 0 ? { count, tasks } : null;
-    } else if (isFinal(ev.type)) this.onFinal(ev.type, d, taskId, agentId);
-    else {
-      if (ev.type === "route") this.team.refreshSoon(); // a queued message shows in its agent's queue count
-      this.timeline.apply(ev as unknown as ServerEvent, agentId, taskId); // the wire's data, typed by the catalogue
-    }
-  }
-
-  private onFinal(type: FinalType, d: Data, taskId: string | undefined, agentId?: string, quiet = false): void {
-    const t = taskId ? this.logs.tracks.get(taskId) : undefined;
-    if (t) this.logs.markFinal(t);
-    if (quiet) {
-      if (d.has_running_sub_agents === false) this.state.subAgentWaiting = null;
-      this.team.refreshSoon();
-      return;
-    }
-    this.state.background = {
-      subAgents: d.has_running_sub_agents === true,
-      commands: d.has_running_background_commands === true,
-    };
-    if (!this.state.background.subAgents) this.state.subAgentWaiting = null;
-    this.timeline.finish(type, d, taskId, agentId, type === "task_stopped" ? this.queuedAtStop : 0);
-    void this.refreshUsage();
-    this.team.refreshSoon();
-    this.onConversationsChanged();
-  }
-
-  /** The conversation's usage, read again once a turn has ended (its task_complete carries its own). */
-  async refreshUsage(): Promise<void> {
-    const cid = this.state.conversationId;
-    if (!cid) return;
-    const usage = await fetchUsage(cid);
-    if (usage && cid === this.state.conversationId) this.state.usage = usage;
-  }
-
   // ---- actions -------------------------------------------------------------------------
 
   /** Send a user message; `ask` is the question card it answers, if any. */
@@ -344,6 +223,15 @@ export class Chat {
     const cid = this.state.conversationId;
     const answer = cid ? await regenerate(cid) : failure(new Error("no conversation"));
     if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id ?? undefined);
+    return answer;
+  }
+
+  /** A new version of the user's turn that starts with `messageId`, with `text` (docs/API.md, "Versions of a turn"). */
+  async edit(messageId: string, text: string): Promise<SendAnswer> {
+    const cid = this.state.conversationId;
+    const answer = cid ? await editMessage(cid, messageId, text) : failure(new Error("no conversation"));
+    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id ?? undefined);
+    this.onConversationsChanged();
     return answer;
   }
 

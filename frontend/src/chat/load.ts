@@ -3,6 +3,7 @@
 
 import { api } from "../api";
 import { historyItems, mergeByTime } from "../history";
+import { cutOffReplies } from "./cutOff";
 import type { AgentInfo, CompactedItem, MessagesAnswer, StatusItem, StoredSummary, TaskSummary, TimelineItem } from "../types";
 
 export async function fetchConversation(conversationId: string) {
@@ -59,6 +60,8 @@ export async function mergedHistory(
   for (const h of subHistories) if (h) parts.push(historyItems(h.data, h.display_name, true));
   const lines = failedTaskLines(tasks, history.agent_id);
   const compacted = summaryLines(summaries.data, history.agent_id);
-  return { items: mergeByTime([...parts.map((p) => p.items), lines, compacted]),
-    messageIds: parts.flatMap((p) => [...p.messageIds]) };
+  const messageIds = parts.flatMap((p) => [...p.messageIds]);
+  const cut = await cutOffReplies(tasks, history.agent_id, new Set(messageIds), history.display_name);
+  return { items: mergeByTime([...parts.map((p) => p.items), cut, lines, compacted]),
+    messageIds: [...messageIds, ...cut.map((c) => c.messageId)] };
 }

@@ -52,6 +52,18 @@ export async function regenerate(conversationId: string): Promise<SendAnswer> {
   }
 }
 
+/** A new version of the turn that starts with `messageId` (`POST .../messages/<id>/edit`). */
+export async function editMessage(conversationId: string, messageId: string, message: string): Promise<SendAnswer> {
+  try {
+    return await api<SendAnswer>(
+      `/api/conversations/${encodeURIComponent(conversationId)}/messages/${encodeURIComponent(messageId)}/edit`,
+      { method: "POST", body: { message } },
+    );
+  } catch (err) {
+    return failure(err);
+  }
+}
+
 /** Stop the running task(s): `running`, and the master's task as the server reports it. */
 export async function stopTasks(socket: SocketLike, conversationId: string, running: string[]): Promise<string[]> {
   const ids = new Set<string>(running);

@@ -6,38 +6,15 @@
 
 import { reactive } from "vue";
 import { askAnswerOf, optionsOf, parseJson, str } from "../history";
-import type { AskItem, NoticeItem, StatusItem, TimelineItem, ToolItem, UserItem } from "../types";
+import type { AskItem, NoticeItem, TimelineItem, ToolItem, UserItem } from "../types";
 import type { AskUserEvent, ContextCompactedEvent, ErrorEvent, RouteEvent, ServerEvent, SuggestionsEvent, TaskEndEvent,
   TextChunkEvent, TextEndEvent, ToolResultEvent, UserMessageEvent } from "../generated/events";
 
-export interface Suggestions {
-  messageId: string;
-  questions: string[];
-  taskId?: string;
-}
+import { finishTask, type TaskEndType } from "./taskEnd";
+import { newId, type Data, type Roster, type TimelineState } from "./timelineTypes";
 
-/** The part of the chat state the reducer writes. */
-export interface TimelineState {
-  items: TimelineItem[];
-  suggestions: Suggestions | null;
-  /** Streamed text that disagreed with its `text_end` (should stay 0: a check for the tests). */
-  textMismatches: number;
-}
-
-/** Who is who in the conversation: the facade answers from its agent list. */
-export interface Roster {
-  isMaster(agentId: string | undefined): boolean;
-  agentName(agentId: string | undefined): string | undefined;
-  masterName(): string;
-}
-
-export type Data = Record<string, unknown>;
-
-export function newId(): string {
-  const c = globalThis.crypto as Crypto | undefined;
-  if (c && typeof c.randomUUID === "function") return c.randomUUID();
-  return "c" + Date.now().toString(36) + Math.random().toString(36).slice(2, 12);
-}
+export { newId } from "./timelineTypes";
+export type { Data, Roster, Suggestions, TimelineState } from "./timelineTypes";
 
 export class Timeline {
   private messages = new Map<string, TimelineItem>(); // message_id -> its item
@@ -256,8 +233,10 @@ export class Timeline {
   }
 
   private onRoute(d: RouteEvent): void {
-    const target = str(d.message_id) ? this.messages.get(str(d.message_id)) : undefined;
-    const item = target?.kind === "user" ? target : this.lastUserItem((u) => !u.route);
+    const id = str(d.message_id);
+    const target = id ? this.messages.get(id) : undefined;
+    // a message of another tab has its own item once `GET .../queued` shows it (chat/index.ts)
+    const item = target?.kind === "user" ? target : id ? undefined : this.lastUserItem((u) => !u.route);
     if (!item) return;
     item.route = str(d.route) || item.route;
     item.delivery = str(d.delivery) || item.delivery;
@@ -303,17 +282,23 @@ export class Timeline {
       }
       return;
     }
+    const text = str(d.message);
+    const versionOf = str(meta.version_of) || str(meta.regenerate_of) || undefined;
     if (visibility === "hidden") {
       if (id) this.knownMessageIds.add(id);
+      // Regenerate's copy of the user's message starts the turn's new version (./versions.ts)
+      if (id && versionOf && source === "user") {
+        this.push({ kind: "user", key: `m:${id}`, messageId: id, text, versionOf, hiddenCopy: true, agentId, taskId,
+          ts: Date.now() });
+      }
       return;
     }
-    const text = str(d.message);
     if (source === "user" && visibility === "chat") {
       this.state.suggestions = null;
       const ask = str(meta.question_id) ? this.asksByQuestion.get(str(meta.question_id)) : undefined;
       if (ask && ask.answer === undefined) ask.answer = text;
       this.push({ kind: "user", key: `m:${id || newId()}`, messageId: id || undefined,
-        clientMessageId: clientId || undefined, text, agentId, taskId, ts: Date.now(),
+        clientMessageId: clientId || undefined, text, agentId, taskId, ts: Date.now(), versionOf,
         route: str(meta.route) || undefined, delivery: str(meta.delivery) || undefined,
         targetAgent: this.roster.isMaster(agentId) ? undefined : this.roster.agentName(agentId) });
       return;
@@ -341,42 +326,11 @@ export class Timeline {
     return false;
   }
 
-  /** A task of the main timeline ended: its replies are complete, and a stop or an error shows a status line
-   * once; a stop says how many queued messages start now (`queued`). */
-  finish(type: "task_complete" | "task_stopped" | "error", d: Partial<TaskEndEvent & ErrorEvent>,
-    taskId: string | undefined, agentId: string | undefined, queued = 0): void {
-    for (const it of this.state.items) {
-      if (it.kind === "assistant" && !it.done && (!taskId || it.taskId === taskId)) {
-        it.done = true;
-        if (type === "task_stopped") it.interrupted = true;
-      }
-    }
-    if (type === "error") this.closeOpen(taskId, str(d.message) || "the task failed");
-    const key = `${taskId ?? ""}:${type}`;
-    if (this.statusKeys.has(key)) return;
-    this.statusKeys.add(key);
-    const who = this.roster.isMaster(agentId) ? "" : `${this.roster.agentName(agentId) ?? "sub-agent"}: `;
-    if (type === "error") {
-      const code = str(d.code);
-      const msg = str(d.message) || "the task failed";
-      this.push({ kind: "status", key: `s:${key}`, tone: "error", text: `${who}${msg}${code ? ` (${code})` : ""}`,
-        taskId, agentId } as StatusItem);
-    } else if (type === "task_stopped") {
-      const next = queued > 0 ? ` ${queued} queued message${queued === 1 ? "" : "s"} start${queued === 1 ? "s" : ""} now.` : "";
-      this.push({ kind: "status", key: `s:${key}`, tone: "stopped", text: `${who}Stopped.${next}`, taskId,
-        agentId } as StatusItem);
-    }
-  }
-
-  /** A task that failed without closing its cards (a server restart, a crash): its tool cards stop
-   * spinning and its questions take no answer any more. */
-  private closeOpen(taskId: string | undefined, why: string): void {
-    if (!taskId) return;
-    for (const it of this.state.items) {
-      if (it.taskId !== taskId) continue;
-      if (it.kind === "tool" && it.result === undefined) it.result = JSON.stringify({ success: false, error: why });
-      if (it.kind === "ask" && it.answer === undefined) it.answer = `(no answer: ${why})`;
-    }
+  /** A task of the main timeline ended (./taskEnd.ts); a stop says how many queued messages start now. */
+  finish(type: TaskEndType, d: Partial<TaskEndEvent & ErrorEvent>, taskId: string | undefined,
+    agentId: string | undefined, queued = 0): void {
+    finishTask({ items: this.state.items, statusKeys: this.statusKeys, roster: this.roster, push: (it) => this.push(it) },
+      type, d, taskId, agentId, queued);
   }
 
   private register(item: TimelineItem): void {
