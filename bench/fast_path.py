@@ -155,8 +155,9 @@ def report_set(title: str, dialogues: list[list[Turn]], signals: RoutingSignals,
                 if any(o.turn.chip for o in typed):
                     rows.append(score_rows(f"{name}, with chips", [o for o in clicked_all if keep(o)]) + [""])
         bad = [o for o in typed_all if o.misroute]
-        print(f"misroutes typed, {label} ({len(bad)}): " + ("; ".join(
-            f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in bad[:8]) or "none"))
+        shown = [o for o in bad if o.turn.split == "dev"]  # held-out turns are counted, never read
+        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}): " + ("; ".join(
+            f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in shown[:8]) or "none"))
     print_table([*SCORE_HEADERS, "decision us / message"], rows)
     return result
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.follow_up import Verdict, judge
+from modules.multi_agent.follow_up import Verdict
+from modules.multi_agent.follow_up_model import decide
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
@@ -95,5 +96,5 @@ class ActiveAgentFastPath:
         reply = message_store.last_reply(self._db, target.id)
         offered = task_store.offered_suggestions(self._db, reply.task_id, reply.message_id) \
             if reply is not None and reply.task_id else []
-        return judge(self._signals, message, reply.text if reply else None, self._vocabulary.view(target.role),
+        return decide(self._signals, message, reply.text if reply else None, self._vocabulary.view(target.role),
                      tuple(offered))
