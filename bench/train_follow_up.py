@@ -166,7 +166,7 @@ def thresholds(data: list[Example], probs: list[float], max_misroutes: float) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--max-misroutes", type=float, default=0.015, help="out-of-fold bound per language (0.015)")
+    p.add_argument("--max-misroutes", type=float, default=0.02, help="out-of-fold bound per language (0.02: the goal)")
     p.add_argument("--out", type=Path, default=WEIGHTS)
     p.add_argument("--check", action="store_true", help="fail when the shipped weights differ from a new fit")
     args = p.parse_args(argv)

@@ -142,7 +142,7 @@ class RoutingInbox:
             return  # another process routed it first
         # The receiver reasons next: a message queued behind this one is judged against it, not against a
         # routing stage that recorded itself while deciding this one.
-        rt.active_agents.set_active_agent(conv.id, target.display_name)
+        rt.active_agents.set_active_agent(conv.id, target.id)
         outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
                    "agent_id": target.id, "target_agent": target.display_name}
         unrouted.record_delivery(rt.db, held.id, outcome)
