@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from modules.agents.profiles import AgentProfile
 from modules.multi_agent.continuation import normalise
@@ -62,8 +63,7 @@ def stem(word: str) -> str:
     return w.removesuffix("e") if len(w) > 4 else w
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):  # a tuple: the rules and the model cut every message and reply into many
     start: int
     end: int
     term: str
@@ -241,7 +241,7 @@ def signal_terms(signals: RoutingSignals) -> frozenset[str]:
 def _is_function(term: str, signals: RoutingSignals) -> bool:
     if term.isascii():
         return len(term) < MIN_WORD or term.isdigit()
-    return any(c in _filler_chars(signals) for c in term)
+    return not _filler_chars(signals).isdisjoint(term)
 
 
 @lru_cache(maxsize=8)

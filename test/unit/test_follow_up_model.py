@@ -80,7 +80,8 @@ def test_a_doubtful_model_holds_back_what_the_rules_let_through():
 
 
 def test_domain_words_are_read_as_the_active_agents_or_anothers():
-    assert delexicalised("could i get the hotel address", EN.view("HotelAgent"))[-2:] == ["<O>", "<S>"]  # several describe it
+    # "hotel" is the hotel agent's own, an address several agents describe: shared
+    assert delexicalised("could i get the hotel address", EN.view("HotelAgent"))[-2:] == ["<O>", "<S>"]
     assert "<F>" in delexicalised("i need a taxi", EN.view("HotelAgent"))
     names = features(SIGNALS, "I need a taxi", "Anything else?", EN.view("HotelAgent"),
                      Verdict(UNDECIDED, "another agent's term 'taxi'"))
