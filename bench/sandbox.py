@@ -1,11 +1,16 @@
 """Benchmark: what the command sandbox adds to a command (README, "Command sandbox").
 
 Runs `true` through the product's `run_shell` (the path of every `run_command`: spawn,
-capped log, wait, tail read) N times each way, interleaved so both see the same machine
-load: unsandboxed (`SANDBOX=off`, without the command's cgroup), sandboxed with no network (the
-default: bwrap, its seccomp filter and the command's own cgroup where the server may make one), and
-sandboxed with `SANDBOX_NETWORK=on` (slirp4netns). Prints the median and p90 of each and
-the median added time of the sandbox, against the goal of under 20 ms for the default.
+capped log, wait, tail read) N times each way, each sandboxed way interleaved with a bare command so both
+see the same machine load: unsandboxed (`SANDBOX=off`, without the command's cgroup) beside sandboxed with
+no network (the default: bwrap, its seccomp filter and the command's own cgroup where the server may make
+one), then unsandboxed beside sandboxed with `SANDBOX_NETWORK=on` (slirp4netns). The two sandboxed ways are
+not interleaved with each other: a server runs one of them, and the kernel's teardown of a networked
+sandbox's namespace holds up the next namespace made. Prints the median and p90 of each, the median added
+time of the sandbox against the goal of under 20 ms for the default, and the load average. Each run
+waits `--gap-ms` first (100 ms by default, both ways alike), as a model's step does between its commands:
+the sandbox starts the next command's process ahead (modules/tools/sandbox_warm.py), and `--gap-ms 0`
+measures commands back to back, where that process is still starting when the next command comes.
 
 Run: `.venv/bin/python bench/sandbox.py [--runs N]` (a few seconds).
 """
@@ -13,6 +18,7 @@ Run: `.venv/bin/python bench/sandbox.py [--runs N]` (a few seconds).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -40,6 +46,7 @@ def time_true(sandbox: Sandbox, workspace: Path, log_dir: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--gap-ms", type=float, default=100.0, help="pause before each run, both ways alike")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         root = Path(tmp)
@@ -52,22 +59,27 @@ def main() -> int:
             if name != "unsandboxed" and not sandbox.active:
                 print(f"{name}: skipped ({sandbox.problem})")
                 del modes[name]
-        times: dict[str, list[float]] = {name: [] for name in modes}
         workspace = root / "conversation-1"
-        for _ in range(args.runs):
-            for name, sandbox in modes.items():
-                times[name].append(time_true(sandbox, workspace, root))
-    print(f"`true` through run_shell, {args.runs} runs each (ms); sandboxed: {modes['sandboxed'].status_line()}")
-    for name, values in times.items():
-        p90 = statistics.quantiles(values, n=10)[-1]
-        print(f"  {name:<24} median {statistics.median(values):6.1f}   p90 {p90:6.1f}")
-    base = statistics.median(times["unsandboxed"])
-    for name in modes:
-        if name == "unsandboxed":
-            continue
-        added = statistics.median(times[name]) - base
-        verdict = ("met" if added < GOAL_MS else "MISSED") if name == "sandboxed" else "no goal"
-        print(f"  added by {name}: {added:.1f} ms median (goal < {GOAL_MS:g} ms: {verdict})")
+        pairs: dict[str, tuple[list[float], list[float]]] = {}
+        for name, sandbox in modes.items():
+            if name == "unsandboxed":
+                continue
+            pair: tuple[list[float], list[float]] = ([], [])
+            for _ in range(args.runs):
+                time.sleep(args.gap_ms / 1000)
+                pair[0].append(time_true(bare, workspace, root))
+                time.sleep(args.gap_ms / 1000)
+                pair[1].append(time_true(sandbox, workspace, root))
+            pairs[name] = pair
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"`true` through run_shell, {args.runs} runs each way beside a bare one, {args.gap_ms:g} ms apart (ms), "
+          f"load average {load} on {os.cpu_count()} cores; sandboxed: {modes['sandboxed'].status_line()}")
+    for name, (base_times, times) in pairs.items():
+        base, median = statistics.median(base_times), statistics.median(times)
+        p90 = statistics.quantiles(times, n=10)[-1]
+        verdict = ("met" if median - base < GOAL_MS else "MISSED") if name == "sandboxed" else "no goal"
+        print(f"  {name:<24} median {median:6.1f}   p90 {p90:6.1f}   (bare beside it: median {base:5.1f})")
+        print(f"  added by {name}: {median - base:.1f} ms median (goal < {GOAL_MS:g} ms: {verdict})")
     return 0
 
 

@@ -4,21 +4,40 @@ One step of a model could start a hundred background commands (each a sandbox of
 pipes) or sixty sub-agents, until the server ran out of file descriptors for everyone. Past a cap the
 tool answers with an error that says which cap and how to go on, and nothing is started.
 
-The check and the start happen under one lock per process; counts come from the database, so processes
-see each other's work (two processes starting at the same instant may each pass once).
+The counts come from the database, and the check and the insert of the new work happen under one lock:
+this process's, and the user's lock across every server process of the cluster
+(modules/storage/work_lock.py), so two processes starting work at the same instant cannot both take the
+last free place.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from modules.storage import work_counts
 from modules.storage.db import Database
+from modules.storage.work_lock import user_work_lock
 
 
 class CapReached(RuntimeError):
     """Starting more work would pass a cap; the message is the tool error."""
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One kind of running work and its two caps, with the words of its tool error."""
+
+    what: str  # "background commands"
+    being: str  # what they are while they count: "running"
+    per_conversation: int
+    per_user: int
+    conversation_setting: str
+    user_setting: str
+    advice: str  # how to go on
+    count: Callable[[Database, str], tuple[int, int]]  # (in the conversation, of its user)
 
 
 @dataclass(frozen=True)
@@ -28,25 +47,36 @@ class WorkCaps:
     sub_agents_per_conversation: int = 16
     sub_agents_per_user: int = 64
 
+    @property
+    def commands(self) -> Cap:
+        return Cap("background commands", "running", self.commands_per_conversation, self.commands_per_user,
+                   "MAX_COMMANDS_PER_CONVERSATION", "MAX_COMMANDS_PER_USER",
+                   "wait for their notices or cancel one first", work_counts.running_commands)
+
+    @property
+    def sub_agents(self) -> Cap:
+        return Cap("sub-agents", "active", self.sub_agents_per_conversation, self.sub_agents_per_user,
+                   "MAX_SUB_AGENTS_PER_CONVERSATION", "MAX_SUB_AGENTS_PER_USER",
+                   "wait for their reports or terminate one first", work_counts.active_sub_agents)
+
 
 START_LOCK = threading.Lock()  # one check-and-start at a time in this process
 
 
-def check_commands(db: Database, caps: WorkCaps, conversation_id: str) -> None:
-    here, mine = work_counts.running_commands(db, conversation_id)
-    if here >= caps.commands_per_conversation:
-        raise CapReached(f"{here} background commands already run in this conversation, the most it may run at "
-                         f"once (MAX_COMMANDS_PER_CONVERSATION); wait for their notices or cancel one first")
-    if mine >= caps.commands_per_user:
-        raise CapReached(f"{mine} background commands of this user already run, the most one user may run at "
-                         f"once (MAX_COMMANDS_PER_USER); wait for their notices first")
+@contextmanager
+def starting(db: Database, conversation_id: str) -> Iterator[None]:
+    """Held while work is checked against its caps and recorded: nothing else of the user starts meanwhile,
+    in this process or any other."""
+    with START_LOCK, user_work_lock(db, conversation_id):
+        yield
 
 
-def check_sub_agents(db: Database, caps: WorkCaps, conversation_id: str) -> None:
-    here, mine = work_counts.active_sub_agents(db, conversation_id)
-    if here >= caps.sub_agents_per_conversation:
-        raise CapReached(f"{here} sub-agents are already active in this conversation, the most it may have at "
-                         f"once (MAX_SUB_AGENTS_PER_CONVERSATION); wait for their reports or terminate one first")
-    if mine >= caps.sub_agents_per_user:
-        raise CapReached(f"{mine} sub-agents of this user are already active, the most one user may have at "
-                         f"once (MAX_SUB_AGENTS_PER_USER); wait for their reports or terminate one first")
+def check(db: Database, cap: Cap, conversation_id: str) -> None:
+    """CapReached when the conversation or its user already has as much of `cap`'s work as it allows."""
+    here, mine = cap.count(db, conversation_id)
+    if here >= cap.per_conversation:
+        raise CapReached(f"{here} {cap.what} are already {cap.being} in this conversation, the most it may have at "
+                         f"once ({cap.conversation_setting}); {cap.advice}")
+    if mine >= cap.per_user:
+        raise CapReached(f"{mine} {cap.what} of this user are already {cap.being}, the most one user may have at "
+                         f"once ({cap.user_setting}); {cap.advice}")

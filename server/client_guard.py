@@ -9,7 +9,9 @@ every wait, as nginx's `client_header_timeout`, `client_body_timeout` and `keepa
   CLIENT_HEADER_TIMEOUT_S (a client trickling a byte a second gets no more than that);
 - each read of a body and each write of an answer (socket_timeout) may wait CLIENT_BODY_TIMEOUT_S;
 - one client address holds at most CLIENT_MAX_CONNECTIONS connections at once; the next is answered
-  429 `too_many_connections` and closed at once.
+  429 `too_many_connections` and closed at once, its draining outside the server's pool;
+- the listening socket's backlog is deep enough that a burst of connections from one client does not
+  make the kernel drop everyone else's.
 
 The per-address count lives in the process (green threads share it without a lock: they switch only
 on I/O).
@@ -35,6 +37,8 @@ class ClientLimits:
 
 
 LINGER_S = 0.5  # how long a refused connection's input is drained before it is closed
+LISTEN_BACKLOG = 2048  # connections the kernel holds until they are accepted (capped by net.core.somaxconn)
+LINGERING = 64  # refused connections drained at once, outside the server's pool; past that closed at once
 
 
 class _HeadersTooSlow(Exception):
@@ -48,10 +52,22 @@ def _refusal(limit: int) -> bytes:
             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
+def _drain(sock: socket.socket) -> None:
+    try:
+        sock.settimeout(LINGER_S)
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
 def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
     """An HttpProtocol class for `eventlet.wsgi.server(protocol=...)`, with its own connection count."""
     held: Counter[str] = Counter()
     refusal = _refusal(limits.max_connections)
+    lingering = eventlet.GreenPool(LINGERING)
 
     class GuardedProtocol(HttpProtocol):  # type: ignore[misc]  # eventlet ships no types
         _address = ""
@@ -74,14 +90,15 @@ def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
 
         def _refuse(self) -> None:
             """Answer 429, then read what the client sent meanwhile for a moment before closing: closing
-            with unread input resets the connection, and the client would lose the answer."""
+            with unread input resets the connection, and the client would lose the answer. The draining
+            happens outside the server's pool of green threads (a flood of refused connections would
+            fill it for everyone), in a pool of its own; past that the connection is closed at once."""
             try:
                 self.wfile.write(refusal)
                 self.wfile.flush()
                 self.connection.shutdown(socket.SHUT_WR)
-                self.connection.settimeout(LINGER_S)
-                while self.connection.recv(65536):
-                    pass
+                if lingering.free():
+                    lingering.spawn_n(_drain, self.connection.dup())
             except OSError:
                 pass
 
@@ -127,6 +144,15 @@ def guarded_protocol(limits: ClientLimits) -> type[HttpProtocol]:
                 self._deadline = None
 
     return GuardedProtocol
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, with a backlog of LISTEN_BACKLOG: with eventlet's default of 50, a
+    client opening hundreds of connections at once overflows the kernel's accept queue, and everyone
+    else's connection attempts are dropped and retried a second later."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listening: socket.socket = eventlet.listen(address, family, backlog=LISTEN_BACKLOG)
+    return listening
 
 
 def server_options(limits: ClientLimits) -> dict[str, object]:

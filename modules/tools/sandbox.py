@@ -20,26 +20,24 @@ operator says `SANDBOX=off`; a server with `AUTH_TOKENS` refuses them.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import select
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from modules.config import Settings
-from modules.tools.command_cgroup import CommandCgroup, CommandCgroups
+from modules.tools.command_cgroup import CommandCgroups
 from modules.tools.disk_guard import DiskGuard
-from modules.tools.sandbox_etc import build_etc
+from modules.tools.launched import Launched, kill_group
+from modules.tools.sandbox_etc import build_etc, etc_root
+from modules.tools.sandbox_network import spawn_networked
+from modules.tools.sandbox_warm import Warm, WarmStarts
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
 
 log = logging.getLogger(__name__)
@@ -51,8 +49,7 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSED_ENV = ("LANG", "LC_ALL", "TZ")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE_TIMEOUT_S = 10.0
-NETWORK_READY_TIMEOUT_S = 5.0
-LINK_LOCAL = "169.254.0.0/16"  # where clouds answer metadata requests (169.254.169.254)
+__all__ = ["Launched", "kill_group"]  # the runners take them from here with the sandbox
 
 
 @dataclass(frozen=True)
@@ -64,34 +61,12 @@ class CommandLimits:
     max_processes: int = 256
     file_mb: int = 1024
 
-    def prlimit(self) -> list[str]:
+    def prlimit(self, room_bytes: int | None = None) -> list[str]:
+        """`room_bytes`: what the workspace's quota has left; no file the command writes may pass it."""
         mem = self.memory_mb * 1024 * 1024
-        return ["prlimit", f"--as={mem}", f"--nproc={self.max_processes}",
-                f"--fsize={self.file_mb * 1024 * 1024}", "--core=0", "--"]
-
-
-@dataclass
-class Launched:
-    """A started command and the helper processes that serve it (the network stack)."""
-
-    proc: subprocess.Popen[bytes]
-    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    fds: list[int] = field(default_factory=list)  # ours to close once the command ends
-    cgroup: CommandCgroup | None = None  # the command's own, removed once it ended
-
-    def release(self) -> None:
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-        for fd in self.fds:
-            os.close(fd)
-        self.fds.clear()
-        for helper in self.helpers:
-            try:
-                helper.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                helper.kill()
-                helper.wait()
+        fsize = self.file_mb * 1024 * 1024 if room_bytes is None else min(self.file_mb * 1024 * 1024,
+                                                                          max(4096, room_bytes))
+        return ["prlimit", f"--as={mem}", f"--nproc={self.max_processes}", f"--fsize={fsize}", "--core=0", "--"]
 
 
 def _system_binds() -> list[str]:
@@ -130,6 +105,7 @@ class Sandbox:
         self._state_dir = state_dir
         self._etc: Path | None = None
         self._bwrap = shutil.which("bwrap")
+        self._system = _system_binds()
         self._setpriv = shutil.which("setpriv")
         self._slirp = shutil.which("slirp4netns")
         self._privileged = os.geteuid() == 0
@@ -142,6 +118,7 @@ class Sandbox:
         self._probed = False
         self.probe_ms: float | None = None
         self.watchers: list[Callable[[str, float], None]] = []  # told each command's end: status, seconds
+        self._warm: WarmStarts | None = None  # the next command's sandbox, started ahead (no network)
 
     # -- deciding -------------------------------------------------------------
     def probe(self) -> Sandbox:
@@ -155,9 +132,9 @@ class Sandbox:
             self.problem = ("SANDBOX_NETWORK=on needs slirp4netns; install it with: apt-get install slirp4netns")
         else:
             state_dir = self._state_dir or Path(tempfile.mkdtemp(prefix="sandbox-"))
-            self._etc = build_etc(state_dir, network=self.network)
+            self._etc = build_etc(etc_root(state_dir), network=self.network)
             try:
-                self._seccomp = build_filter(self._etc.parent / f"seccomp-{os.getpid()}.bpf")
+                self._seccomp = build_filter(state_dir / f"seccomp-{os.getpid()}.bpf")
             except (SeccompUnavailable, OSError) as exc:
                 self.seccomp_problem = str(exc)
             self._disable_userns = not self._privileged and _bwrap_supports(self._bwrap, "--disable-userns")
@@ -174,6 +151,8 @@ class Sandbox:
                 except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
                     self.problem = f"bwrap failed: {exc}"
                 self.probe_ms = (time.monotonic() - started) * 1000
+            if self.problem is None and not self.network:
+                self._warm = WarmStarts(self._start_warm)
         return self
 
     @property
@@ -209,13 +188,6 @@ class Sandbox:
         return (f"command sandbox: UNAVAILABLE ({self.problem}); commands run UNSANDBOXED with this server's "
                 "authority (single-user loopback server)")
 
-    def _block_link_local(self, child_pid: int) -> None:
-        done = subprocess.run(_link_local_block(child_pid, self._privileged), capture_output=True,
-                              timeout=NETWORK_READY_TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"could not cut the sandbox off from {LINK_LOCAL}: "
-                               f"{done.stderr.decode(errors='replace').strip()[:200]}")
-
     def limit_mode(self) -> str:
         """How memory and processes are bounded: for the whole command (a cgroup), or per process only."""
         if self.cgroups.mode:
@@ -234,126 +206,132 @@ class Sandbox:
             if info.st_mode & 0o711 != 0o711:  # bwrap enters it before the drop, as root without capabilities
                 os.chmod(workspace, info.st_mode | 0o711)
 
-    def _bwrap_argv(self, workspace: Path, extra: list[str]) -> list[str]:
+    def _bwrap_options(self, workspace: Path, extra: list[str]) -> list[str]:
+        """bwrap's options. They name host paths (the workspace's, the /etc copy's), so they reach bwrap through
+        a descriptor (`--args FD`), never its command line, which every process in the sandbox can read as
+        /proc/1/cmdline."""
         if self._privileged:  # setuid/setgid only for the drop to the conversation's user (see _inner)
             user = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         else:
             user = ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
-        argv = [self._bwrap or "bwrap", *user, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        return [*(["--disable-userns"] if self._disable_userns else []),
+                *([] if self.network else ["--unshare-net"]), *user,
+                "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox",
-                *_system_binds(), "--ro-bind", str(self._etc), "/etc",
+                *self._system, "--ro-bind", str(self._etc), "/etc",
                 "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
                 "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE, *extra]
-        if not self.network:
-            argv.insert(1, "--unshare-net")
-        if self._disable_userns:
-            argv.insert(1, "--disable-userns")
-        return argv
 
     def _outer(self) -> list[str]:
         """An unsandboxed command dies with the server (parent-death signal); bwrap's `--die-with-parent`
         does the same for itself and its sandbox."""
         return [self._setpriv, "--pdeathsig", "KILL"] if self._setpriv else []
 
-    def _inner(self, command: str, workspace: Path) -> list[str]:
+    def _inner(self, command: str, workspace: Path, room_bytes: int | None = None) -> list[str]:
         """Inside: a root server's sandbox drops to the conversation's user, then the limits apply."""
         drop = []
         if self.active and self._privileged:
             uid = conversation_uid(workspace)
             drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
-        return [*drop, *self.limits.prlimit(), "/bin/sh", "-c", command]
+        return [*drop, *self.limits.prlimit(room_bytes), "/bin/sh", "-c", command]
 
     def spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes],
               stderr: int | IO[bytes] = subprocess.STDOUT) -> Launched:
         """Start `command` under /bin/sh, in its own session (so the whole group can be killed), in a cgroup
-        of its own where the server may create one."""
-        cgroup = self.cgroups.create(uuid.uuid4().hex) if self.cgroups.mode else None
+        of its own where the server may create one, no file of it larger than its workspace's quota has room
+        for."""
+        cgroup = self.cgroups.take() if self.cgroups.mode else None
+        room = self.disk.room(workspace) if self.disk is not None else None
         try:
-            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr,
+            launched = self._spawn(command, workspace, stdout=stdout, stderr=stderr, room_bytes=room,
                                    wrap=cgroup.join_argv if cgroup else lambda argv: argv)
         except BaseException:
             if cgroup is not None:
-                cgroup.remove()
+                cgroup.release()
             raise
         launched.cgroup = cgroup
         return launched
 
+    def spawn_with_output(self, command: str, workspace: Path) -> tuple[Launched, int]:
+        """`spawn` with its output (stdout and stderr) into a pipe of its own: the Launched command and the
+        pipe's read end (the caller's to close). A sandbox started ahead takes it where there is one."""
+        warm = self._warm.take() if self._warm is not None else None
+        if warm is not None:
+            room = self.disk.room(workspace) if self.disk is not None else None
+            seccomp = ["--seccomp", str(warm.seccomp_fd)] if warm.seccomp_fd is not None else []
+            try:
+                return warm.run(self._bwrap_options(workspace, seccomp), self._inner(command, workspace, room))
+            except BaseException:
+                warm.discard()
+                raise
+        read_fd, write_fd = os.pipe()
+        try:
+            launched = self.spawn(command, workspace, stdout=write_fd)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return launched, read_fd
+
+    def _start_warm(self) -> Warm:
+        cgroup = self.cgroups.take() if self.cgroups.mode else None
+        options_r, options_w = os.pipe()
+        script_r, script_w = os.pipe()
+        output_r, output_w = os.pipe()
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
+        argv = [self._bwrap or "bwrap", "--args", str(options_r), "/bin/sh", f"/dev/fd/{script_r}"]
+        kept = (options_r, script_r, *((seccomp_fd,) if seccomp_fd is not None else ()))
+        try:
+            proc = subprocess.Popen(cgroup.join_argv(argv) if cgroup else argv, pass_fds=kept,
+                                    stdin=subprocess.DEVNULL, stdout=output_w, stderr=output_w, env=command_env(),
+                                    start_new_session=True)
+        except BaseException:
+            for fd in (options_w, script_w, output_r):
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.release()
+            raise
+        finally:
+            for fd in (options_r, script_r, output_w, *((seccomp_fd,) if seccomp_fd is not None else ())):
+                os.close(fd)
+        return Warm(proc, options_w, script_w, script_r, output_r, seccomp_fd, cgroup)
+
     def _spawn(self, command: str, workspace: Path, *, stdout: int | IO[bytes], stderr: int | IO[bytes],
-               wrap: Callable[[list[str]], list[str]]) -> Launched:
-        inner = self._inner(command, workspace)
+               room_bytes: int | None, wrap: Callable[[list[str]], list[str]]) -> Launched:
+        inner = self._inner(command, workspace, room_bytes)
         popen: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "stderr": stderr, "env": command_env(),
                  "start_new_session": True}
         if not self.active:
             return Launched(subprocess.Popen(wrap([*self._outer(), *inner]), cwd=workspace, **popen))
         seccomp_fd = os.open(self._seccomp, os.O_RDONLY | os.O_CLOEXEC) if self._seccomp else None
         seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+
+        def start(extra: list[str], fds: tuple[int, ...], stdin: int, command_argv: list[str]
+                  ) -> subprocess.Popen[bytes]:
+            args_fd = _options_fd(self._bwrap_options(workspace, [*extra, *seccomp]))
+            try:
+                argv = [self._bwrap or "bwrap", "--args", str(args_fd), *command_argv]
+                kept = (args_fd, *fds, *((seccomp_fd,) if seccomp_fd is not None else ()))
+                return subprocess.Popen(wrap(argv), pass_fds=kept, **{**popen, "stdin": stdin})
+            finally:
+                os.close(args_fd)
+
         try:
             if not self.network:
-                return Launched(subprocess.Popen(wrap([*self._bwrap_argv(workspace, seccomp), *inner]),
-                                                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else (), **popen))
-            return self._spawn_networked(wrap, inner, workspace, popen, seccomp, seccomp_fd)
+                return Launched(start([], (), subprocess.DEVNULL, inner))
+            return spawn_networked(start, inner, slirp=self._slirp or "slirp4netns", privileged=self._privileged)
         finally:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
 
-    def _spawn_networked(self, wrap: Callable[[list[str]], list[str]], inner: list[str], workspace: Path,
-                         popen: dict[str, Any], seccomp: list[str],
-                         seccomp_fd: int | None) -> Launched:
-        """The sandbox gets its own network stack from slirp4netns, which cannot reach the host's loopback
-        (where the database, Redis and this server listen). slirp4netns may only configure the namespace
-        once bwrap has finished setting it up, so the command's first act is to say so on its standard
-        input (a socket pair), and its second to wait there for the word that the network is up."""
-        info_r, info_w = os.pipe()
-        ours, theirs = socket.socketpair()
-        os.set_blocking(theirs.fileno(), True)  # eventlet makes sockets non-blocking; the gate's read must wait
-        gate = ["/bin/sh", "-c", 'printf x >&0; read -r _; exec </dev/null; exec "$@"', "sh", *inner]
-        try:
-            proc = subprocess.Popen(
-                wrap([*self._bwrap_argv(workspace, ["--unshare-net", "--info-fd", str(info_w), *seccomp]), *gate]),
-                pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
-                **{**popen, "stdin": theirs.fileno()})
-        finally:
-            os.close(info_w)
-            theirs.close()
-        launched = Launched(proc)
-        try:
-            child_pid = _read_child_pid(info_r)
-            if not _wait_readable(ours.fileno()) or not os.read(ours.fileno(), 1):
-                raise RuntimeError("the sandbox did not start")
-            ready_r, ready_w = os.pipe()
-            exit_r, exit_w = os.pipe()
-            launched.fds.append(exit_w)
-            slirp = subprocess.Popen(
-                [self._slirp or "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-                 "--ready-fd", str(ready_w), "--exit-fd", str(exit_r), str(child_pid), "tap0"],
-                pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)
-            os.close(ready_w)
-            os.close(exit_r)
-            launched.helpers.append(slirp)
-            ready = _wait_readable(ready_r) and os.read(ready_r, 1)
-            os.close(ready_r)
-            if not ready:
-                raise RuntimeError("the sandbox's network did not come up")
-            self._block_link_local(child_pid)
-            os.write(ours.fileno(), b"go\n")
-        except BaseException:
-            kill_group(proc.pid)
-            proc.wait()
-            launched.release()
-            raise
-        finally:
-            os.close(info_r)
-            ours.close()
-        return launched
 
-
-def _link_local_block(child_pid: int, privileged: bool) -> list[str]:
-    """The command that makes link-local addresses (169.254.169.254, the cloud metadata service) unreachable
-    in the sandbox's network namespace: entered from outside, so the sandbox needs no capability for it."""
-    enter = ["nsenter", "-t", str(child_pid), "-n"] if privileged else \
-        ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
-    return [*enter, "ip", "route", "add", "unreachable", LINK_LOCAL]
+def _options_fd(options: list[str]) -> int:
+    """A descriptor that reads back `options` NUL-separated, as bwrap's `--args` wants them."""
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    os.write(fd, b"".join(option.encode() + b"\0" for option in options))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _bwrap_supports(bwrap: str | None, option: str) -> bool:
@@ -362,33 +340,6 @@ def _bwrap_supports(bwrap: str | None, option: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return option in out.stdout + out.stderr
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a command's whole process group (a sandbox's bwrap takes its sandbox along)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_readable(fd: int) -> bool:
-    return bool(select.select([fd], [], [], NETWORK_READY_TIMEOUT_S)[0])
-
-
-def _read_child_pid(info_r: int) -> int:
-    """bwrap writes `{"child-pid": N}` to its info fd once the namespaces exist."""
-    data = b""
-    deadline = time.monotonic() + NETWORK_READY_TIMEOUT_S
-    while b"}" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([info_r], [], [], left)[0]:
-            raise RuntimeError("bwrap did not report its sandbox")
-        chunk = os.read(info_r, 4096)
-        if not chunk:
-            raise RuntimeError("bwrap exited before its sandbox was up")
-        data += chunk
-    return int(json.loads(data[:data.index(b"}") + 1])["child-pid"])
 
 
 def build_sandbox(settings: Settings) -> Sandbox:

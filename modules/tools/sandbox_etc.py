@@ -1,5 +1,9 @@
 """The sandbox's /etc: a copy of the parts programs need, without service configs or credentials (README,
-"Command sandbox")."""
+"Command sandbox").
+
+The copy lives on a memory filesystem of its own (/dev/shm) where there is one: a sandbox's
+/proc/self/mountinfo shows each bind mount's source as its path within its filesystem, so a copy in the
+data directory would show the host's data path to every command."""
 
 from __future__ import annotations
 
@@ -15,6 +19,17 @@ ETC_ALLOW = (
     "profile", "protocols", "python3", "python3.11", "python3.12", "python3.13", "resolv.conf", "services",
     "ssl/certs", "ssl/openssl.cnf", "terminfo", "timezone", "gitconfig", "vim", "wgetrc",
 )
+
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def etc_root(state_dir: Path) -> Path:
+    """Where the copies of /etc go: a folder of this user's on /dev/shm if it is a filesystem of its own and
+    writable, else the server's state folder."""
+    if os.path.ismount(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK):
+        return SHARED_MEMORY / f"chat-sandbox-{os.geteuid()}"
+    return state_dir
 
 
 def build_etc(root: Path, *, network: bool) -> Path:

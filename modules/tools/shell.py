@@ -73,16 +73,13 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
     sandbox.prepare_workspace(cwd)
     started = time.monotonic()
     out = CappedLog(log_path, max_bytes=log_max_bytes)
-    read_fd, write_fd = os.pipe()
+    read_fd = -1
     launched: Launched | None = None
     timed_out = stopped = False
     disk_error: str | None = None
     disk_check = sandbox.disk.watch(cwd) if sandbox.disk is not None else (lambda: None)
     try:
-        try:
-            launched = sandbox.spawn(command, cwd, stdout=write_fd)
-        finally:
-            os.close(write_fd)
+        launched, read_fd = sandbox.spawn_with_output(command, cwd)
         proc = launched.proc
         if on_start is not None:
             try:
@@ -115,10 +112,13 @@ def run_shell(command: str, *, sandbox: Sandbox, cwd: Path, log_path: Path, time
                 break
             pipe_open = _read_some(read_fd, out, on_output)
     finally:
-        os.close(read_fd)
+        if read_fd >= 0:
+            os.close(read_fd)
         if launched is not None:
             launched.release()
         out.close()
+    if sandbox.disk is not None and not (timed_out or stopped or disk_error):
+        disk_error = sandbox.disk.over_quota(cwd)  # it ended between two reads, past its quota
     output, truncated = read_tail(log_path, tail_chars)
     outcome = CommandOutcome(
         exit_code=proc.returncode, output=output, truncated=truncated or out.dropped > 0, timed_out=timed_out,

@@ -4,6 +4,7 @@ not limited; with REDIS_URL, two processes share one count."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -72,3 +73,28 @@ def test_two_processes_share_one_count_through_redis(make_server, llm, tmp_path,
                      ).status_code == 202
         a.stop()
         b.stop()
+
+
+def test_sends_at_once_through_two_processes_pass_the_limit_together_never(make_server, llm, tmp_path, redis_url):
+    """Twelve sends at the same instant through each of two processes: one count in Redis (INCR), so exactly
+    the limit of them is accepted."""
+    redis.Redis.from_url(redis_url).flushdb()
+    env = {**LIMITS, "REDIS_URL": redis_url, "RATE_LIMIT_SENDS_PER_MIN": "5"}
+    with fresh_database("postgresql", tmp_path) as url:
+        servers = [make_server(database_url=url, env=env) for _ in range(2)]
+        cid = servers[0].post("/api/conversations", {"title": "a"}, token="tok-alice").json()["conversation_id"]
+        go = threading.Barrier(24)
+        codes: list[int] = []
+
+        def send(server) -> None:
+            go.wait(10)
+            codes.append(_send(server, "tok-alice", cid).status_code)
+
+        threads = [threading.Thread(target=send, args=(servers[i % 2],)) for i in range(24)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(codes) == [202] * 5 + [429] * 19, codes
+        for server in servers:
+            server.stop()

@@ -1,14 +1,19 @@
 """Inside the sandbox (README, "Command sandbox"): no nested user namespace, the seccomp filter's escape
-calls refused, the metadata address unreachable with the network on; the start-up line says what holds."""
+calls refused, the metadata address unreachable with the network on, no host path in what the command can
+read of its processes and mounts; the start-up line says what holds."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from test.integration.sandbox_helpers import run_in_sandbox
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 PROBE = ("unshare -Ur id; echo unshare=$?; unshare -U true; echo unshare_u=$?; "
@@ -39,3 +44,46 @@ def test_with_network_on_the_metadata_address_is_unreachable(make_server, llm):
     result = run_in_sandbox(server, llm, probe, token="tok-a")
     assert "No route to host" in result["output"], result["output"]
     assert "metadata 113" in result["output"] or "metadata 101" in result["output"], result["output"]
+
+
+LOOK = ("for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do echo \"== $f\"; tr '\\0' ' ' < $f; echo; done "
+        "2>/dev/null; echo '== mountinfo'; cat /proc/self/mountinfo; readlink /proc/self/cwd")
+
+
+def _host_paths_seen(server, llm) -> tuple[str, str]:
+    """What a command sees of its own processes (cmdline, environ) and of its mounts (mountinfo)."""
+    result = run_in_sandbox(server, llm, LOOK, token="tok-a")
+    assert "output" in result, result
+    out = result["output"]
+    processes, mounts = out.split("== mountinfo", 1)
+    assert "/proc/1/cmdline" in processes and "bwrap" in processes, out
+    return processes, mounts
+
+
+def test_no_host_path_in_the_sandboxs_processes_or_mounts(make_server, llm, tmp_path):
+    server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20"})
+    processes, mounts = _host_paths_seen(server, llm)
+    hidden = [str(ROOT), str(server.data_dir), str(tmp_path)]
+    assert [p for p in hidden if p in processes] == [], processes  # bwrap's own arguments came by descriptor
+    assert str(ROOT) not in mounts, mounts
+    # a bind mount shows its source as its path within its filesystem: on the data directory's disk, the
+    # workspace's own line is the one that names it (put DATA_DIR on a filesystem of its own, below)
+    others = [line for line in mounts.splitlines() if " /workspace " not in line]
+    assert [line for line in others if any(p in line for p in hidden)] == [], mounts
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a filesystem for the data directory needs root")
+def test_with_the_data_directory_on_a_filesystem_of_its_own_no_host_path_shows_at_all(make_server, llm,
+                                                                                       tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
+    try:
+        server = make_server(data_dir=disk / "data", env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20",
+                                                          "DATA_DISK_RESERVE_MB": "1"})
+        processes, mounts = _host_paths_seen(server, llm)
+        seen = processes + mounts
+        assert [p for p in (str(ROOT), str(tmp_path)) if p in seen] == [], seen
+        server.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
