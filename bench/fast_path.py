@@ -48,10 +48,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/fast_path.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-from bench.fastpath import crosswoz, latency, multiwoz  # noqa: E402
+from bench.fastpath import latency  # noqa: E402
 from bench.fastpath.dialogue_set import SPLITS, Outcome, Turn, load_dialogues, score, simulate  # noqa: E402
 from bench.fastpath.model import StreamingModel  # noqa: E402
 from bench.fastpath.replay import BenchError, Replay, replay  # noqa: E402
+from bench.fastpath.woz import CROSSWOZ, MULTIWOZ  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
 from modules.multi_agent.fast_path import RoutingSignals, load_routing_signals  # noqa: E402
@@ -154,8 +155,9 @@ def report_set(title: str, dialogues: list[list[Turn]], signals: RoutingSignals,
                 if any(o.turn.chip for o in typed):
                     rows.append(score_rows(f"{name}, with chips", [o for o in clicked_all if keep(o)]) + [""])
         bad = [o for o in typed_all if o.misroute]
-        print(f"misroutes typed, {label} ({len(bad)}): " + ("; ".join(
-            f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in bad[:8]) or "none"))
+        shown = [o for o in bad if o.turn.split == "dev"]  # held-out turns are counted, never read
+        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}): " + ("; ".join(
+            f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in shown[:8]) or "none"))
     print_table([*SCORE_HEADERS, "decision us / message"], rows)
     return result
 
@@ -201,14 +203,14 @@ def report_sets(args: argparse.Namespace, signals: RoutingSignals) -> tuple[list
     report_set(f"Part 2c: travel_en, English travel dialogues with a description-only team ({len(travel)} "
                "dialogues; the profiles have no keywords: both rows read the descriptions)", travel, signals,
                vocabularies(TRAVEL_EN / "profiles.toml", signals))
-    cw = crosswoz.load_crosswoz()
-    cw_typed = report_set(f"Part 3: CrossWOZ validation split ({crosswoz.DATA.name}), {len(cw)} dialogues, "
+    cw = CROSSWOZ.load()
+    cw_typed = report_set(f"Part 3: CrossWOZ validation split ({CROSSWOZ.data.name}), {len(cw)} dialogues, "
                           f"{sum(len(d) for d in cw)} user turns; no chips (the set has none)", cw, signals,
-                          vocabularies(crosswoz.PROFILES, signals))
-    mw = multiwoz.load_multiwoz()
-    report_set(f"Part 3b: MultiWOZ 2.1 validation split ({multiwoz.DATA.name}), {len(mw)} dialogues, "
+                          vocabularies(CROSSWOZ.profiles, signals))
+    mw = MULTIWOZ.load()
+    report_set(f"Part 3b: MultiWOZ 2.1 validation split ({MULTIWOZ.data.name}), {len(mw)} dialogues, "
                f"{sum(len(d) for d in mw)} user turns, English; a description-only team (both rows alike)", mw,
-               signals, vocabularies(multiwoz.PROFILES, signals))
+               signals, vocabularies(MULTIWOZ.profiles, signals))
     return dialogues, typed, cw, cw_typed
 
 
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_replay and args.crosswoz_replay:
             held = [d for d in cw if d[0].split == "held_out"][: 3 if args.quick else args.crosswoz_replay]
             chosen_ids = {d[0].dialogue for d in held}
-            cw_server = server("crosswoz", AGENT_PROFILES=str(crosswoz.PROFILES))
+            cw_server = server("crosswoz", AGENT_PROFILES=str(CROSSWOZ.profiles))
             r = replay(cw_server, llm, model, [o for o in typed if o.turn.dialogue in chosen_ids])
             report_replay(f"{len(held)} held-out dialogues", r)
         load_after = os.getloadavg()[0]

@@ -43,7 +43,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     if turn.stopped():
         raise _StoppedWhileCompacting
     if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
-        rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
+        rt.active_agents.set_active_agent(turn.conversation_id, turn.agent_id)
     if refused_at is None:
         sender.emit(AiMessageStartEvent(message_id=message_id, display_name=turn.display_name))
     context = CallContext(AGENT, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,

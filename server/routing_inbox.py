@@ -144,7 +144,7 @@ class RoutingInbox:
             return  # another process routed it first
         # The receiver reasons next: a message queued behind this one is judged against it, not against a
         # routing stage that recorded itself while deciding this one.
-        rt.active_agents.set_active_agent(conv.id, target.display_name)
+        rt.active_agents.set_active_agent(conv.id, target.id)
         outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
                            agent_id=target.id, target_agent=target.display_name)
         rt.writer.call(lambda s: unrouted.record_delivery_in(s, held.id, outcome))

@@ -23,9 +23,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
-from modules.multi_agent.pipeline import INTENT, REWRITER
 from modules.multi_agent.router_hooks import RouterHooks
-from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
 from modules.rate_limit import RateLimiter
@@ -78,8 +76,7 @@ class Runtime:
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer, spawn=spawn)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
-                                             TeamVocabulary.of(profiles, signals),
-                                             stages=(REWRITER, INTENT, ROUTER))
+                                             TeamVocabulary.of(profiles, signals))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
         caps = WorkCaps(commands_per_conversation=settings.max_commands_per_conversation,

@@ -64,7 +64,7 @@ class UserMessageRouting:
         if question_id:
             raise StaleQuestion(question_id, [])
         master = next(a for a in agents if a.kind == MASTER_KIND)
-        if rt.active_agents.get_active_agent(conv.id) == INTENT and rt.signals.is_continuation(message):
+        if rt.active_agents.get_active_stage(conv.id) == INTENT and rt.signals.is_continuation(message):
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
                                  reason="continuation")
         fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/active_agent.py
@@ -95,7 +95,7 @@ class UserMessageRouting:
         history = [(m.role, m.content or "") for m in message_store.recent_chat(rt.db, conv.id)]
 
         def record(name: str) -> None:
-            rt.active_agents.set_active_agent(conv.id, name)
+            rt.active_agents.set_active_stage(conv.id, name)
 
         if rt.settings.routing_stages == "combined":
             named = f"{active.role} ({active.display_name})" if active is not None else None
@@ -117,7 +117,7 @@ class UserMessageRouting:
         rt = self._rt
         return recognize_intent(self._model(conv, usage.INTENT, INTENT), rt.settings.stage_model("intent") or None,
                                 rt.profiles, query, rt.master.name,
-                                lambda name: rt.active_agents.set_active_agent(conv.id, name))
+                                lambda name: rt.active_agents.set_active_stage(conv.id, name))
 
     def _model(self, conv: Conversation, purpose: str, stage: str) -> BoundChatModel:
         """The model, metered for this conversation's routing stage."""

@@ -2,9 +2,9 @@
 
 A turn is what the user typed, labelled: the agent that should handle it and whether
 it goes on with the agent of the previous turn (`cont`). The prediction calls the
-product's function (`follow_up.judge`) with what the server would see: the previous
-turn's agent as the active agent, its reply as the last reply, and, when the user
-clicks a chip, that chip as offered after the reply.
+product's function (`follow_up_model.decide`: the rules, then the trained model) with
+what the server would see: the previous turn's agent as the active agent, its reply as
+the last reply, and, when the user clicks a chip, that chip as offered after the reply.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
-from modules.multi_agent.follow_up import judge
+from modules.multi_agent.follow_up_model import decide
 
 KINDS = ("new", "follow_up", "choose", "confirm", "ack", "go_on", "correct", "cancel", "redo", "all_none", "switch")
 SPLITS = ("dev", "held_out")
@@ -98,7 +98,7 @@ def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: T
             if previous is None:
                 out.append(Outcome(turn, text, clicked, False, "no active agent"))
             else:
-                v = judge(signals, text, previous.reply, vocabulary.view(previous.agent), (text,) if clicked else ())
+                v = decide(signals, text, previous.reply, vocabulary.view(previous.agent), (text,) if clicked else ())
                 out.append(Outcome(turn, text, clicked, v.continues, v.reason, previous.agent))
             previous = turn
     return out

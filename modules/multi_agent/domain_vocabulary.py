@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from modules.agents.profiles import AgentProfile
 from modules.multi_agent.continuation import normalise
@@ -43,6 +44,7 @@ _WORD = re.compile(r"[a-z][a-z0-9']*")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
+@lru_cache(maxsize=16384)
 def stem(word: str) -> str:
     """A light English stemmer: plurals, -ing, -ed ("policies" -> "policy", "booked" -> "book")."""
     w = word.lower().removesuffix("'s").strip("'")
@@ -61,31 +63,33 @@ def stem(word: str) -> str:
     return w.removesuffix("e") if len(w) > 4 else w
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):  # a tuple: the rules and the model cut every message and reply into many
     start: int
     end: int
     term: str
 
 
-def _english_spans(text: str) -> list[Span]:
-    """Every run of 1..MAX_PHRASE_WORDS words as its stems joined by a space, with its span."""
+@lru_cache(maxsize=256)
+def _english_spans(text: str) -> tuple[Span, ...]:
+    """Every run of 1..MAX_PHRASE_WORDS words as its stems joined by a space, with its span (cached: the rules
+    and the follow-up model read the same message and reply several times)."""
     words = [(m.start(), m.end(), stem(m.group(0))) for m in _WORD.finditer(text)]
     spans = []
     for i in range(len(words)):
         for n in range(1, MAX_PHRASE_WORDS + 1):
             if i + n <= len(words):
                 spans.append(Span(words[i][0], words[i + n - 1][1], " ".join(w[2] for w in words[i:i + n])))
-    return spans
+    return tuple(spans)
 
 
-def _cjk_spans(text: str, lengths: Iterable[int]) -> list[Span]:
+@lru_cache(maxsize=256)
+def _cjk_spans(text: str, lengths: tuple[int, ...]) -> tuple[Span, ...]:
     spans = []
     for run in _CJK_RUN.finditer(text):
         for n in lengths:
             for i in range(run.start(), run.end() - n + 1):
                 spans.append(Span(i, i + n, text[i:i + n]))
-    return spans
+    return tuple(spans)
 
 
 def _field_terms(text: str, *, words_only: bool = False) -> dict[str, float]:
@@ -93,7 +97,7 @@ def _field_terms(text: str, *, words_only: bool = False) -> dict[str, float]:
     norm = normalise(text)
     found: dict[str, float] = {}
     spans = _english_spans(norm) if words_only else [
-        s for s in _english_spans(norm) if " " not in s.term] + _cjk_spans(norm, CJK_NGRAMS)
+        s for s in _english_spans(norm) if " " not in s.term] + list(_cjk_spans(norm, CJK_NGRAMS))
     for s in spans:
         found.setdefault(s.term, 1.0 - s.start / max(1, len(norm)))
     return found
@@ -108,7 +112,7 @@ class TeamVocabulary:
 
     def __init__(self, weights: dict[str, dict[str, float]]):
         self._weights = weights  # term -> role -> weight
-        self._cjk_lengths = sorted({len(t) for t in weights if not t.isascii()})
+        self._cjk_lengths = tuple(sorted({len(t) for t in weights if not t.isascii()}))
         self._views: dict[str, DomainView] = {}
 
     @classmethod
@@ -166,7 +170,7 @@ class DomainView:
 
     own: frozenset[str]
     foreign: frozenset[str]
-    cjk_lengths: list[int]
+    cjk_lengths: tuple[int, ...]
     strong: frozenset[str] = frozenset()  # own terms of its name, keywords or description: they tie a message
     named: frozenset[str] | None = None  # foreign terms that name one domain (None: every foreign term)
 
@@ -184,7 +188,7 @@ class DomainView:
         """A view from explicit terms (tests, and callers that know their terms)."""
         own_t = frozenset(_keyword_term(t) for t in own)
         foreign_t = frozenset(_keyword_term(t) for t in foreign) - own_t
-        return cls(own_t, foreign_t, sorted({len(t) for t in own_t | foreign_t if not t.isascii()}), own_t)
+        return cls(own_t, foreign_t, tuple(sorted({len(t) for t in own_t | foreign_t if not t.isascii()})), own_t)
 
     def spans(self, text: str) -> tuple[list[Span], list[Span]]:
         """(spans naming the agent's own domain, spans naming another agent's) in normalised `text`."""
@@ -206,7 +210,7 @@ def content_terms(text: str, signals: RoutingSignals) -> frozenset[str]:
     leave?" and "I would like to leave on Saturday")."""
     stop = signal_terms(signals)
     norm = normalise(text)
-    spans = [s for s in _english_spans(norm) if " " not in s.term] + _cjk_spans(norm, (2,))
+    spans = [s for s in _english_spans(norm) if " " not in s.term] + list(_cjk_spans(norm, (2,)))
     return frozenset(s.term for s in spans if s.term not in stop and not _is_function(s.term, signals))
 
 
@@ -237,7 +241,7 @@ def signal_terms(signals: RoutingSignals) -> frozenset[str]:
 def _is_function(term: str, signals: RoutingSignals) -> bool:
     if term.isascii():
         return len(term) < MIN_WORD or term.isdigit()
-    return any(c in _filler_chars(signals) for c in term)
+    return not _filler_chars(signals).isdisjoint(term)
 
 
 @lru_cache(maxsize=8)

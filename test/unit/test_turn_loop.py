@@ -157,7 +157,7 @@ def test_a_reply_without_calls_ends_the_turn_streamed_and_stored(flow):
     assert request["messages"][1:] == [{"role": "user", "content": "hello"}]
     assert request["model"] == "the-model"
     assert [t["function"]["name"] for t in request["tools"]] == list(PROFILES["MasterAgent"].tools)
-    assert f.active == [(f.conv.id, "MasterAgent")] and request["stopped"] is False
+    assert f.active == [(f.conv.id, f.master.id)] and request["stopped"] is False
     assert f.sender.types() == ["user_message", "ai_message_start", *["text_chunk"] * 6, "text_end"]
     chunks = "".join(d["content"] for t, d in f.sender.events if t == "text_chunk")
     start, end = f.sender.events[1][1], f.sender.events[-1][1]
