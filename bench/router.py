@@ -17,8 +17,7 @@ database) and sender count:
 - db% send / db% recv: share of the senders' `route_message` time, and of the receiver's
   non-model time, spent inside the database layer (`Database.read()`/`write()` sessions:
   pool checkout, the SQLite writer lock, statements, commit);
-- sql% / commit% / ping%: the parts of that spent executing statements, committing and pinging
-  (0 since the pool no longer pre-pings); the rest is pool checkout, the SQLite writer lock, ORM work;
+- sql% / commit% / ping%: the parts of that spent executing statements, committing and pinging;
 - stmts/msg: statements executed per routed message (sends and drains together).
 
 Every run checks each message is delivered exactly once, in order per sender. It composes the
