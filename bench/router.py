@@ -23,8 +23,7 @@ database) and sender count:
 Every run checks each message is delivered exactly once, in order per sender. It composes the
 product in-process with OS threads (the server's green threads do the same database work).
 
-Run: `.venv/bin/python bench/router.py` (about 1 minute); `--quick` for a smoke run;
-`--help` for the options. PostgreSQL is skipped with a note when it is not reachable.
+Run: `.venv/bin/python bench/router.py` (about 1 minute; `--quick`, `--help`); PostgreSQL is skipped when unreachable.
 """
 
 from __future__ import annotations
