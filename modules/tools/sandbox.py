@@ -177,8 +177,9 @@ class Sandbox:
         if self.active:
             net = "network on (host loopback and 169.254.0.0/16 unreachable)" if self.network else "no network"
             seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
+            quota = f", {self.disk.mode()}" if self.disk is not None else ""
             return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory and "
-                    f"{self.limits.max_processes} processes per command, {self.limit_mode()} "
+                    f"{self.limits.max_processes} processes per command, {self.limit_mode()}{quota} "
                     f"(probe {self.probe_ms or 0:.0f} ms)")
         if self.mode == "off":
             return "command sandbox: OFF (SANDBOX=off): agents' commands run with this server's authority"
