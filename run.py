@@ -64,8 +64,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     try:
         settings = Settings.from_env().with_overrides(host=args.host, port=args.port,
@@ -73,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not settings.auth_required and not is_loopback(settings.host):
         print(
             f"refusing to listen on {settings.host}: no AUTH_TOKENS are set, so anyone who can reach "
@@ -90,10 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     from server.client_guard import ClientLimits, listen, server_options
 
     try:
-        app, _ = create_app(settings, async_mode="eventlet")
+        server = create_app(settings, async_mode="eventlet")
     except (ProfileError, SignalsError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    app = server.app
+    server.start()
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     pool_size, file_limit = connection_capacity()
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                           max_connections=settings.client_max_connections)
     log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
-             settings.host, settings.port, app.extensions["chat_runtime"].db.label, pool_size, file_limit,
+             settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,
              limits.max_connections, limits.header_timeout_s, limits.idle_timeout_s, limits.body_timeout_s)
     eventlet.wsgi.server(listen(settings.host, settings.port), app, log_output=False, max_size=pool_size,
                          **server_options(limits))

@@ -70,7 +70,7 @@ class Summariser:
 
 
 class Sink:
-    def emit(self, event_type: str, data: dict) -> None:
+    def emit(self, event: object) -> None:
         pass
 
 

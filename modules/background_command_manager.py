@@ -24,6 +24,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.notice_fence import fenced, neutralised
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
+from modules.statuses import MessageSource, Visibility
 from modules.storage import commands as command_store
 from modules.storage import pending_messages as queue
 from modules.storage import processes
@@ -36,6 +37,7 @@ from modules.storage.commands import (
     TIMED_OUT,
 )
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
 from modules.tools.launched import kill_group
@@ -234,7 +236,7 @@ class BackgroundCommandManager:
             try:
                 self._router.deliver(notice)
             except Exception:
-                log.exception("could not deliver the notice of %s to agent %s", notice.meta.get("command_id"),
+                log.exception("could not deliver the notice of %s to agent %s", notice.meta.command_id,
                               notice.target_agent_id)
 
     def _finish(self, batch: list[Finish]) -> None:
@@ -260,9 +262,9 @@ class BackgroundCommandManager:
         return PendingMessage.new(
             id=f"cmd-{cmd.id}", conversation_id=cmd.conversation_id, target_agent_id=cmd.agent_id, type="notice",
             content=build_command_notice_text(cmd), source_display_name="background_command",
-            meta={"source": "background_command", "visibility": "compact", "auto_message_type": "background_command",
-                  "background_command_notice": True, "command_id": cmd.id, "status": cmd.status,
-                  "finished_at": cmd.finished_at},
+            meta=MessageMeta(source=MessageSource.BACKGROUND_COMMAND, visibility=Visibility.COMPACT,
+                             auto_message_type="background_command", background_command_notice=True,
+                             command_id=cmd.id, status=cmd.status, finished_at=cmd.finished_at),
         )
 
     # -- control and queries ----------------------------------------------
@@ -310,8 +312,9 @@ class BackgroundCommandManager:
 
     def poll_updates(self, conversation_id: str) -> list[BackgroundCommand]:
         """Finished commands whose notice is not delivered yet, in finish order."""
-        ids = [command_id for n in queue.queued_notices(self._db, conversation_id, "background_command")
-               if (command_id := (n.meta or {}).get("command_id"))]
+        ids = [command_id for n in queue.queued_notices(self._db, conversation_id,
+                                                                  MessageSource.BACKGROUND_COMMAND)
+               if (command_id := n.typed_meta.command_id)]
         rows = command_store.get_many(self._db, ids)
         return [rows[i] for i in ids if i in rows]
 

@@ -1,22 +1,40 @@
-"""Settings read once from the environment (API.md, "Configuration").
+"""Settings read once from the environment (docs/API.md, "Configuration").
 
 One frozen record is built at start-up and passed down; nothing below reads
-`os.environ` again, so tests can build a Settings by hand.
+`os.environ` again, so tests can build a Settings by hand. Each setting is declared
+once, below: its variable, default and doc (`setting`, modules/settings_fields.py); the
+README's and docs/API.md's tables are generated from these declarations
+(`tools/gen_settings_tables.py`, checked by test/unit/test_settings_tables.py).
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from modules.settings_fields import (
+    AUTH_TOKENS,
+    HOST_NAMES,
+    NOT_NEGATIVE,
+    ON_OFF,
+    PATH,
+    POSITIVE,
+    POSITIVE_INT,
+    TEXT,
+    ConfigError,
+    one_of,
+    parse_allowed_hosts,
+    parse_auth_tokens,
+    read_env,
+    setting,
+)
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the variable."""
+__all__ = ["PROJECT_ROOT", "ConfigError", "Settings", "parse_allowed_hosts", "parse_auth_tokens", "read_toml"]
 
 
 def read_toml(path: Path, error: type[ValueError]) -> dict[str, Any]:
@@ -29,134 +47,185 @@ def read_toml(path: Path, error: type[ValueError]) -> dict[str, Any]:
         raise error(f"{path}: not valid TOML ({exc})") from None
 
 
-def _int(env: dict[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
-    return value
-
-
-def _choice(env: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
-    """One of `choices`, the first when unset."""
-    raw = env.get(name, "").strip().lower()
-    if raw and raw not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw or choices[0]
-
-
-def _float(env: dict[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, got {value}")
-    return value
-
-
-def _limit(env: dict[str, str], name: str) -> float | None:
-    """An optional positive budget: unset (or empty) is no limit."""
-    if not env.get(name, "").strip():
-        return None
-    return _float(env, name, 0.0)
-
-
-def parse_auth_tokens(raw: str) -> dict[str, str]:
-    """`user:token,...` -> {token: user}. Rejects malformed pairs loudly."""
-    tokens: dict[str, str] = {}
-    for part in (p.strip() for p in raw.split(",")):
-        if not part:
-            continue
-        user, sep, token = part.partition(":")
-        if not sep or not user.strip() or not token.strip():
-            raise ConfigError(f"AUTH_TOKENS entry {part!r} is not of the form user:token")
-        tokens[token.strip()] = user.strip()
-    return tokens
-
-
-def parse_allowed_hosts(raw: str) -> tuple[str, ...]:
-    """`name,...` -> the extra names a request's Host header may carry (any port); lower-cased."""
-    names = tuple(n.strip().lower() for n in raw.split(",") if n.strip())
-    for name in names:
-        bracketed = name.startswith("[")
-        if "/" in name or (bracketed and not name.endswith("]")) or (not bracketed and name.count(":") == 1):
-            raise ConfigError(f"ALLOWED_HOSTS entry {name!r} must be a host name without scheme or port")
-    return names
-
-
 @dataclass(frozen=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = 5000
-    database_url: str = f"sqlite:///{PROJECT_ROOT / 'data' / 'app.db'}"
-    data_dir: Path = PROJECT_ROOT / "data"
-    redis_url: str | None = None
-    openai_base_url: str | None = None
-    openai_api_key: str | None = None
-    llm_model: str = ""
-    llm_model_rewrite: str = ""
-    llm_model_intent: str = ""
-    llm_model_suggest: str = ""
-    llm_model_compact: str = ""  # the model that writes context summaries; unset: the agent's own
-    model_context_tokens: int | None = None  # every model's context window; unset: modules/context/budget.py
-    llm_timeout_s: float = 120.0
-    llm_max_retries: int = 4
-    llm_backoff_base_s: float = 0.5
-    auth_tokens: dict[str, str] = field(default_factory=dict)
-    allowed_hosts: tuple[str, ...] = ()
-    ask_timeout_s: float = 600.0
-    command_timeout_s: float = 600.0
-    sub_agent_timeout_s: float = 1800.0
-    max_message_chars: int = 20_000
-    max_request_bytes: int = 256 * 1024
-    max_tool_iterations: int = 25
-    notice_settle_ms: float = 25.0
-    stream_flush_ms: float = 40.0
-    peer_poll_s: float = 1.0
-    db_timeout_s: float = 5.0
-    command_output_tail_chars: int = 8_000
-    sandbox: str = "auto"
-    sandbox_network: bool = False
-    command_memory_mb: int = 2048
-    command_max_processes: int = 256
-    command_file_mb: int = 1024
-    command_log_max_bytes: int = 1024 * 1024
-    command_log_retention_days: float = 7.0
-    demo_chunk_delay_s: float = 0.02
-    upload_max_mb: float = 10.0
-    client_header_timeout_s: float = 10.0
-    client_idle_timeout_s: float = 30.0
-    client_body_timeout_s: float = 60.0
-    client_max_connections: int = 128
-    max_commands_per_conversation: int = 32
-    max_commands_per_user: int = 64
-    max_sub_agents_per_conversation: int = 16
-    max_sub_agents_per_user: int = 64
-    rate_limit_sends_per_min: int = 120
-    workspace_max_mb: int = 2048
-    data_disk_reserve_mb: int = 256
-    rate_limit_conversations_per_min: int = 60
-    rate_limit_socket_events_per_min: int = 1200
-    frontend_dir: Path = PROJECT_ROOT / "frontend" / "dist"
-    agent_profiles_path: Path | None = None
-    routing_signals_path: Path | None = None
-    routing_stages: str = "combined"  # or "separate": query rewriting, then intent recognition
-    model_prices_path: Path | None = None  # MODEL_PRICES: price per million tokens of each model (TOML)
-    budget_tokens_per_day: float | None = None  # per user; None: no limit
-    budget_tokens_per_month: float | None = None
-    budget_cost_per_day: float | None = None
-    budget_cost_per_month: float | None = None
-    metrics_token: str | None = None  # METRICS_TOKEN: what /metrics wants as a bearer token with AUTH_TOKENS
-    traces: str = "off"  # TRACES: `otlp` exports OpenTelemetry traces of turns (modules/tracing.py)
+    host: str = setting("HOST", "127.0.0.1", "where the server listens (`run.py --host` too); without `AUTH_TOKENS` "
+                        "it refuses a non-loopback host", TEXT)
+    port: int = setting("PORT", 5000, "the port it listens on (`run.py --port` too)", POSITIVE_INT)
+    database_url: str = setting(
+        "DATABASE_URL", "", "any SQLAlchemy URL: SQLite, `postgresql+psycopg://...`, `mysql+pymysql://...`; the "
+        "schema is migrated at start-up (`run.py --database-url` too)", TEXT, shown="`sqlite:///DATA_DIR/app.db`")
+    data_dir: Path = setting("DATA_DIR", PROJECT_ROOT / "data", "the SQLite file, per-conversation workspaces, "
+                             "command logs", PATH)
+    redis_url: str | None = setting(
+        "REDIS_URL", None, "several processes: Socket.IO message queue and peer signals (answers to asks, stops, "
+        "wake-ups); its database number also names their pub/sub channels, so deployments on different numbers "
+        "never hear each other", TEXT)
+    openai_base_url: str | None = setting("OPENAI_BASE_URL", None, "any OpenAI-compatible endpoint (README, "
+                                          "\"Providers\")", TEXT)
+    openai_api_key: str | None = setting("OPENAI_API_KEY", None, "its key; with none, the offline demo model "
+                                         "answers", TEXT)
+    llm_model: str = setting("LLM_MODEL", "", "model of agents without their own", TEXT, shown="provider default")
+    llm_model_rewrite: str = setting("LLM_MODEL_REWRITE", "", "model of query rewriting", TEXT, shown="`LLM_MODEL`")
+    llm_model_intent: str = setting("LLM_MODEL_INTENT", "", "model of intent recognition and of the combined "
+                                    "routing request", TEXT, shown="`LLM_MODEL`")
+    llm_model_suggest: str = setting("LLM_MODEL_SUGGEST", "", "model of the suggested follow-up questions", TEXT,
+                                     shown="`LLM_MODEL`")
+    llm_model_compact: str = setting("LLM_MODEL_COMPACT", "", "model that writes context summaries (README, "
+                                     "\"Long conversations\")", TEXT, shown="the agent's model")
+    model_context_tokens: int | None = setting(
+        "MODEL_CONTEXT_TOKENS", None, "context window of every agent's model in tokens (a profile's "
+        "`context_tokens` wins); unset: the table of known names in `modules/context/budget.py` (an unknown name "
+        "32,768). A quarter of it (at most 8,192) is kept for the reply; compaction starts at 80 % of the rest",
+        POSITIVE_INT, shown="by model name")
+    llm_timeout_s: float = setting("LLM_TIMEOUT_S", 120.0, "model call timeout per read: a stream that sends "
+                                   "nothing for this long fails", POSITIVE)
+    llm_max_retries: int = setting(
+        "LLM_MAX_RETRIES", 4, "retries with exponential backoff on 429, 5xx, timeouts; a `Retry-After` (or "
+        "`retry-after-ms`) is waited out as asked, up to 60 s, a longer one fails the call at once "
+        "(`rate_limited`); a call that already streamed text is never retried", POSITIVE_INT)
+    llm_backoff_base_s: float = setting("LLM_BACKOFF_BASE_S", 0.5, "the first retry's wait; each next one doubles "
+                                        "it", POSITIVE)
+    auth_tokens: dict[str, str] = setting(
+        "AUTH_TOKENS", {}, "when set, every REST call and socket connection needs `Authorization: Bearer <token>` "
+        "(socket: `auth={\"token\": ...}`); when unset a single local user owns everything, the server refuses to "
+        "bind a non-loopback host, and it answers 403 `forbidden_host` to any request (HTTP or the Socket.IO "
+        "handshake) whose `Host` header is not `localhost`, `127.0.0.1`, `[::1]`, `HOST` or in `ALLOWED_HOSTS`",
+        AUTH_TOKENS)
+    allowed_hosts: tuple[str, ...] = setting(
+        "ALLOWED_HOSTS", (), "without `AUTH_TOKENS`: more names the `Host` header may carry, comma-separated, "
+        "without port (e.g. the name a reverse proxy forwards)", HOST_NAMES)
+    ask_timeout_s: float = setting("ASK_TIMEOUT_S", 600.0, "longest wait of a blocking ask (`ask_master`, "
+                                   "`ask_user`, ...)", POSITIVE)
+    command_timeout_s: float = setting("COMMAND_TIMEOUT_S", 600.0, "longest run of a background command",
+                                       POSITIVE)
+    sub_agent_timeout_s: float = setting("SUB_AGENT_TIMEOUT_S", 1800.0, "longest wait for a blocking sub-agent "
+                                         "run", POSITIVE)
+    max_message_chars: int = setting("MAX_MESSAGE_CHARS", 20_000, "a longer `message` answers 413 "
+                                     "`message_too_large`", POSITIVE_INT)
+    max_request_bytes: int = setting("MAX_REQUEST_BYTES", 256 * 1024, "a larger request body answers 413 "
+                                     "`payload_too_large` (uploads are exempt)", POSITIVE_INT)
+    max_tool_iterations: int = setting("MAX_TOOL_ITERATIONS", 25, "model calls per turn; beyond, the task fails "
+                                       "with `iteration_limit`", POSITIVE_INT)
+    notice_settle_ms: float = setting(
+        "NOTICE_SETTLE_MS", 25.0, "a completion notice to an idle agent waits until no other arrived for this long "
+        "(at most 500 ms), so one wave of completions costs one turn; 0: no wait", NOT_NEGATIVE)
+    stream_flush_ms: float = setting(
+        "STREAM_FLUSH_MS", 40.0, "consecutive `text_chunk`s (or `reasoning_chunk`s) of one message that arrive "
+        "within this window are sent and logged as one (their `content` joined); 0 sends every chunk as it comes",
+        NOT_NEGATIVE)
+    peer_poll_s: float = setting("PEER_POLL_S", 1.0, "several processes: besides the Redis signals, how often a "
+                                 "process reads the database for stops and answers meant for it", POSITIVE)
+    db_timeout_s: float = setting(
+        "DB_TIMEOUT_S", 5.0, "longest wait on the database: connect, pool checkout, one transaction (PostgreSQL "
+        "`statement_timeout`, MySQL read/write timeouts, SQLite's file lock, and a whole-transaction deadline "
+        "under eventlet)", POSITIVE)
+    command_output_tail_chars: int = setting("COMMAND_OUTPUT_TAIL_CHARS", 8_000, "the end of a command's output "
+                                             "that its result and notice carry", POSITIVE_INT)
+    sandbox: str = setting(
+        "SANDBOX", "auto", "where commands run (README, \"Command sandbox\"): `auto` sandboxes them when "
+        "bubblewrap works here; `on` refuses commands when it does not; `off` runs them with the server's "
+        "authority", one_of("auto", "on", "off"))
+    sandbox_network: bool = setting("SANDBOX_NETWORK", False, "`on` gives commands a network of their own "
+                                    "(slirp4netns) that cannot reach this host's loopback", ON_OFF)
+    command_memory_mb: int = setting("COMMAND_MEMORY_MB", 2048, "memory of a whole command (its cgroup; also each "
+                                     "process's address space)", POSITIVE_INT)
+    command_max_processes: int = setting(
+        "COMMAND_MAX_PROCESSES", 256, "processes of a whole command (its cgroup; without one, processes per "
+        "conversation on a root server)", POSITIVE_INT)
+    command_file_mb: int = setting("COMMAND_FILE_MB", 1024, "largest file a command writes", POSITIVE_INT)
+    command_log_max_bytes: int = setting("COMMAND_LOG_MAX_BYTES", 1024 * 1024, "a command's log on disk keeps its "
+                                         "first and last half of this (the middle dropped, with a marker)",
+                                         POSITIVE_INT)
+    command_log_retention_days: float = setting("COMMAND_LOG_RETENTION_DAYS", 7.0, "logs of ended commands are "
+                                                "deleted after this many days", POSITIVE)
+    demo_chunk_delay_s: float = setting("DEMO_CHUNK_DELAY_S", 0.02, "the offline demo model's pause between "
+                                        "streamed chunks; 0: none", NOT_NEGATIVE)
+    upload_max_mb: float = setting("UPLOAD_MAX_MB", 10.0, "a larger file uploaded into a workspace answers 413 "
+                                   "`file_too_large` (uploads are exempt from `MAX_REQUEST_BYTES`)", POSITIVE)
+    client_header_timeout_s: float = setting("CLIENT_HEADER_TIMEOUT_S", 10.0, "slow clients: once a request's "
+                                             "first byte arrived, its request line and headers must all arrive "
+                                             "within this", POSITIVE)
+    client_idle_timeout_s: float = setting("CLIENT_IDLE_TIMEOUT_S", 30.0, "a connection with no request (new, or "
+                                           "kept alive between requests) is closed after this", POSITIVE)
+    client_body_timeout_s: float = setting(
+        "CLIENT_BODY_TIMEOUT_S", 60.0, "each read of a body and each write of an answer may wait this long (keep "
+        "it above Engine.IO's 45 s ping cycle: a WebSocket idles that long)", POSITIVE)
+    client_max_connections: int = setting(
+        "CLIENT_MAX_CONNECTIONS", 128, "connections one client address may hold at once; the next is answered 429 "
+        "`too_many_connections` and closed (behind a reverse proxy all clients share its address: raise it "
+        "there)", POSITIVE_INT)
+    max_commands_per_conversation: int = setting(
+        "MAX_COMMANDS_PER_CONVERSATION", 32, "background commands that may run at once in one conversation "
+        "(counted in the database, so across processes); `run_command` past it answers `success: false` naming "
+        "the cap, and starts nothing", POSITIVE_INT)
+    max_commands_per_user: int = setting("MAX_COMMANDS_PER_USER", 64, "the same, over all of one user's "
+                                         "conversations", POSITIVE_INT)
+    max_sub_agents_per_conversation: int = setting(
+        "MAX_SUB_AGENTS_PER_CONVERSATION", 16, "sub-agents neither completed nor terminated that one conversation "
+        "may have at once; `create_sub_agent` past it answers `success: false` naming the cap", POSITIVE_INT)
+    max_sub_agents_per_user: int = setting("MAX_SUB_AGENTS_PER_USER", 64, "the same, over all of one user's "
+                                           "conversations", POSITIVE_INT)
+    rate_limit_sends_per_min: int = setting(
+        "RATE_LIMIT_SENDS_PER_MIN", 120, "per user and clock minute: sends (`POST /api/tasks`, the socket's "
+        "`send_message`); past it, 429 `rate_limited` with `Retry-After` (also `retry_after_s` in the body) or an "
+        "error acknowledgement with `status: 429`, and nothing is stored. Counted in Redis when `REDIS_URL` is set "
+        "(every process shares the count), else in the process; a Redis that does not answer lets requests "
+        "through", POSITIVE_INT)
+    workspace_max_mb: int = setting(
+        "WORKSPACE_MAX_MB", 2048, "what a conversation's workspace may hold (its files' allocated blocks): "
+        "`run_command` is refused with a tool error past it, and a running command is stopped once it passes it",
+        POSITIVE_INT)
+    data_disk_reserve_mb: int = setting(
+        "DATA_DISK_RESERVE_MB", 256, "free space the data disk (`DATA_DIR`) keeps for the server's own writes: "
+        "below it commands are refused and stopped as for `WORKSPACE_MAX_MB`, and an upload answers 507 "
+        "`insufficient_storage`", POSITIVE_INT)
+    rate_limit_conversations_per_min: int = setting(
+        "RATE_LIMIT_CONVERSATIONS_PER_MIN", 60, "as `RATE_LIMIT_SENDS_PER_MIN`, for new conversations "
+        "(`POST /api/conversations`, and a send without `conversation_id`)", POSITIVE_INT)
+    rate_limit_socket_events_per_min: int = setting(
+        "RATE_LIMIT_SOCKET_EVENTS_PER_MIN", 1200, "as `RATE_LIMIT_SENDS_PER_MIN`, for socket events",
+        POSITIVE_INT)
+    frontend_dir: Path = setting("FRONTEND_DIR", PROJECT_ROOT / "frontend" / "dist", "the built UI the server "
+                                 "serves (README, \"The UI\")", PATH)
+    agent_profiles_path: Path | None = setting(
+        "AGENT_PROFILES", None, "path of a TOML file of agent profiles (docs/API.md, \"Configuration\")", PATH,
+        shown="built-in file")
+    routing_signals_path: Path | None = setting(
+        "ROUTING_SIGNALS", None, "path of a TOML file with the fast path's word lists: `continuation` and "
+        "`topic_switch` (required), `fillers`, `action`, `reference`, `new_request`, `attribute_prefix`, "
+        "`function_words` (optional; a missing one is the built-in list)", PATH, shown="built-in file")
+    routing_stages: str = setting(
+        "ROUTING_STAGES", "combined", "where the fast path's rules cannot decide: `combined` = one routing request "
+        "(rewrite and intent in one answer, naming the active agent); `separate` = query rewriting, then intent "
+        "recognition", one_of("combined", "separate"))
+    model_prices_path: Path | None = setting(
+        "MODEL_PRICES", None, "path of a TOML file: `[models.\"<model>\"]` with `input`, `cached_input` (default "
+        "`input`) and `output`, each per million tokens; turns the ledger's tokens into `cost`; a model without "
+        "an entry has `cost: null`", PATH)
+    budget_tokens_per_day: float | None = setting(
+        "BUDGET_TOKENS_PER_DAY", None, "each user's limit of tokens (prompt + completion of every model request: "
+        "agents, routing, suggestions, compaction) in the current UTC day", POSITIVE)
+    budget_tokens_per_month: float | None = setting("BUDGET_TOKENS_PER_MONTH", None, "the same, in the current UTC "
+                                                    "month", POSITIVE)
+    budget_cost_per_day: float | None = setting("BUDGET_COST_PER_DAY", None, "each user's limit of cost (by "
+                                                "`MODEL_PRICES`) in the current UTC day", POSITIVE)
+    budget_cost_per_month: float | None = setting("BUDGET_COST_PER_MONTH", None, "the same, in the current UTC "
+                                                  "month", POSITIVE)
+    metrics_token: str | None = setting(
+        "METRICS_TOKEN", None, "with `AUTH_TOKENS` set, `GET /metrics` wants `Authorization: Bearer "
+        "<METRICS_TOKEN>` (401 `unauthorized` otherwise, and always while it is unset); set without "
+        "`AUTH_TOKENS`, it is wanted too", TEXT)
+    traces: str = setting(
+        "TRACES", "off", "`otlp`: OpenTelemetry traces of each turn (the turn, the routing, each model request and "
+        "tool call) over OTLP/HTTP to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (the "
+        "exporter's standard `OTEL_*` variables apply)", one_of("off", "otlp"))
+    log_level: str = setting("LOG_LEVEL", "INFO", "the server's log level",
+                             one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+
+    def __post_init__(self) -> None:
+        if not self.database_url:  # the default database lives under DATA_DIR
+            object.__setattr__(self, "database_url", f"sqlite:///{self.data_dir / 'app.db'}")
 
     @property
     def workspaces_dir(self) -> Path:
@@ -179,74 +248,5 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        env = dict(os.environ if env is None else env)
-        data_dir = Path(env.get("DATA_DIR") or PROJECT_ROOT / "data")
-        base = cls()
-        llm_model = env.get("LLM_MODEL", "").strip()
-        return cls(
-            host=env.get("HOST", base.host).strip() or base.host,
-            port=_int(env, "PORT", base.port),
-            database_url=env.get("DATABASE_URL", "").strip() or f"sqlite:///{data_dir / 'app.db'}",
-            data_dir=data_dir,
-            redis_url=env.get("REDIS_URL", "").strip() or None,
-            openai_base_url=env.get("OPENAI_BASE_URL", "").strip() or None,
-            openai_api_key=env.get("OPENAI_API_KEY", "").strip() or None,
-            llm_model=llm_model,
-            llm_model_rewrite=env.get("LLM_MODEL_REWRITE", "").strip(),
-            llm_model_intent=env.get("LLM_MODEL_INTENT", "").strip(),
-            llm_model_suggest=env.get("LLM_MODEL_SUGGEST", "").strip(),
-            llm_model_compact=env.get("LLM_MODEL_COMPACT", "").strip(),
-            model_context_tokens=_int(env, "MODEL_CONTEXT_TOKENS", 0) or None,
-            llm_timeout_s=_float(env, "LLM_TIMEOUT_S", base.llm_timeout_s),
-            llm_max_retries=_int(env, "LLM_MAX_RETRIES", base.llm_max_retries),
-            llm_backoff_base_s=_float(env, "LLM_BACKOFF_BASE_S", base.llm_backoff_base_s),
-            auth_tokens=parse_auth_tokens(env.get("AUTH_TOKENS", "")),
-            allowed_hosts=parse_allowed_hosts(env.get("ALLOWED_HOSTS", "")),
-            ask_timeout_s=_float(env, "ASK_TIMEOUT_S", base.ask_timeout_s),
-            command_timeout_s=_float(env, "COMMAND_TIMEOUT_S", base.command_timeout_s),
-            sub_agent_timeout_s=_float(env, "SUB_AGENT_TIMEOUT_S", base.sub_agent_timeout_s),
-            max_message_chars=_int(env, "MAX_MESSAGE_CHARS", base.max_message_chars),
-            max_request_bytes=_int(env, "MAX_REQUEST_BYTES", base.max_request_bytes),
-            max_tool_iterations=_int(env, "MAX_TOOL_ITERATIONS", base.max_tool_iterations),
-            notice_settle_ms=_float(env, "NOTICE_SETTLE_MS", base.notice_settle_ms, allow_zero=True),
-            stream_flush_ms=_float(env, "STREAM_FLUSH_MS", base.stream_flush_ms, allow_zero=True),
-            peer_poll_s=_float(env, "PEER_POLL_S", base.peer_poll_s),
-            db_timeout_s=_float(env, "DB_TIMEOUT_S", base.db_timeout_s),
-            sandbox=_choice(env, "SANDBOX", ("auto", "on", "off")),
-            sandbox_network=_choice(env, "SANDBOX_NETWORK", ("off", "on")) == "on",
-            command_memory_mb=_int(env, "COMMAND_MEMORY_MB", base.command_memory_mb),
-            command_max_processes=_int(env, "COMMAND_MAX_PROCESSES", base.command_max_processes),
-            command_file_mb=_int(env, "COMMAND_FILE_MB", base.command_file_mb),
-            command_log_max_bytes=_int(env, "COMMAND_LOG_MAX_BYTES", base.command_log_max_bytes),
-            command_log_retention_days=_float(env, "COMMAND_LOG_RETENTION_DAYS", base.command_log_retention_days),
-            demo_chunk_delay_s=_float(env, "DEMO_CHUNK_DELAY_S", base.demo_chunk_delay_s, allow_zero=True),
-            upload_max_mb=_float(env, "UPLOAD_MAX_MB", base.upload_max_mb),
-            client_header_timeout_s=_float(env, "CLIENT_HEADER_TIMEOUT_S", base.client_header_timeout_s),
-            client_idle_timeout_s=_float(env, "CLIENT_IDLE_TIMEOUT_S", base.client_idle_timeout_s),
-            client_body_timeout_s=_float(env, "CLIENT_BODY_TIMEOUT_S", base.client_body_timeout_s),
-            client_max_connections=_int(env, "CLIENT_MAX_CONNECTIONS", base.client_max_connections),
-            max_commands_per_conversation=_int(env, "MAX_COMMANDS_PER_CONVERSATION",
-                                               base.max_commands_per_conversation),
-            max_commands_per_user=_int(env, "MAX_COMMANDS_PER_USER", base.max_commands_per_user),
-            max_sub_agents_per_conversation=_int(env, "MAX_SUB_AGENTS_PER_CONVERSATION",
-                                                 base.max_sub_agents_per_conversation),
-            max_sub_agents_per_user=_int(env, "MAX_SUB_AGENTS_PER_USER", base.max_sub_agents_per_user),
-            rate_limit_sends_per_min=_int(env, "RATE_LIMIT_SENDS_PER_MIN", base.rate_limit_sends_per_min),
-            workspace_max_mb=_int(env, "WORKSPACE_MAX_MB", base.workspace_max_mb),
-            data_disk_reserve_mb=_int(env, "DATA_DISK_RESERVE_MB", base.data_disk_reserve_mb),
-            rate_limit_conversations_per_min=_int(env, "RATE_LIMIT_CONVERSATIONS_PER_MIN",
-                                                  base.rate_limit_conversations_per_min),
-            rate_limit_socket_events_per_min=_int(env, "RATE_LIMIT_SOCKET_EVENTS_PER_MIN",
-                                                  base.rate_limit_socket_events_per_min),
-            frontend_dir=Path(env.get("FRONTEND_DIR") or base.frontend_dir),
-            agent_profiles_path=Path(env["AGENT_PROFILES"]) if env.get("AGENT_PROFILES") else None,
-            routing_signals_path=Path(env["ROUTING_SIGNALS"]) if env.get("ROUTING_SIGNALS") else None,
-            routing_stages=_choice(env, "ROUTING_STAGES", ("combined", "separate")),
-            model_prices_path=Path(env["MODEL_PRICES"]) if env.get("MODEL_PRICES") else None,
-            budget_tokens_per_day=_limit(env, "BUDGET_TOKENS_PER_DAY"),
-            budget_tokens_per_month=_limit(env, "BUDGET_TOKENS_PER_MONTH"),
-            budget_cost_per_day=_limit(env, "BUDGET_COST_PER_DAY"),
-            budget_cost_per_month=_limit(env, "BUDGET_COST_PER_MONTH"),
-            metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
-            traces=_choice(env, "TRACES", ("off", "otlp")),
-        )
+        """The declared settings whose variables are set (a blank one counts as unset); the rest default."""
+        return cls(**read_env(cls, dict(os.environ if env is None else env)))

@@ -1,8 +1,10 @@
-"""The app factory: builds the runtime once and wires REST, Socket.IO and the static front end."""
+"""The app factory: builds the runtime once and wires REST, Socket.IO and the static front end; building starts
+no thread, `ChatServer.start` starts the process's background work (docs/ARCHITECTURE.md, "Layers")."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
@@ -41,7 +43,7 @@ from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
-from server.socket_handlers import register_socket_handlers
+from server.socket_handlers import ChatNamespace
 from server.socket_packets import TolerantPacket
 from server.static_files import register_frontend
 
@@ -52,7 +54,32 @@ def build_tools() -> ToolRegistry:
     return ToolRegistry([RUN_COMMAND, *AGENT_TOOLS])
 
 
-def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Flask, SocketIO]:
+@dataclass(frozen=True)
+class ChatServer:
+    """A built server process: its Flask app, its Socket.IO server and the runtime under them, no thread
+    started yet; `start` starts its background work (run.py does, before serving). Tests build one and use
+    Flask's and Flask-SocketIO's test clients on it without anything running behind their backs."""
+
+    app: Flask
+    socketio: SocketIO
+    runtime: Runtime
+    chat: ChatService
+
+    def start(self) -> None:
+        """The process's background work: peer signals, the database prober, the recovery of what a stopped
+        process left (its tasks, its held messages) and the membership loop."""
+        rt, spawn = self.runtime, self.runtime.spawn
+        rt.peers.start(spawn)
+        spawn(rt.db.health.run)
+        recovered = rt.membership.take_over(rt.tasks)
+        if recovered:
+            log.warning("marked %d task(s) of a stopped server process as failed", recovered)
+        spawn(rt.membership.run, rt.tasks, rt.commands)
+        self.chat.inbox.resume()
+
+
+def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServer:
+    """Build the process (migrating its database first); nothing runs until `ChatServer.start`."""
     logging.getLogger("alembic").setLevel(logging.WARNING)
     db = Database(settings.database_url, timeout_s=settings.db_timeout_s)
     db.migrate()
@@ -78,7 +105,6 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     peers.subscribe(QUEUED, rt.router.on_peer_queued)
     peers.subscribe(STOP, lambda task_id: rt.tasks.apply_stop_requests())
     peers.subscribe(CANCEL_COMMAND, lambda command_id: rt.commands.apply_cancel_requests())
-    peers.start(spawn)
     # The database is back: end what died meanwhile and start the turns of what queued up, now.
     def sweep_when_back(change: HealthChange) -> None:
         if change.available:
@@ -87,10 +113,6 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
             rt.metrics.outages.inc()
 
     db.health.subscribe(sweep_when_back)
-    recovered = rt.membership.take_over(rt.tasks)
-    if recovered:
-        log.warning("marked %d task(s) of a stopped server process as failed", recovered)
-    spawn(rt.membership.run, rt.tasks, rt.commands)
 
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
@@ -100,22 +122,21 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> tuple[Fl
     chat = ChatService(rt)
     app.extensions.update(chat_runtime=rt, chat_auth=auth, chat_service=chat)
     register_error_handlers(app)
-    outage.install(app, socketio, db, spawn)
+    outage.install(app, socketio, db)
     for bp in (conversations.bp, conversation_admin.bp, workspace_files.bp, export.bp, tasks.bp, background.bp,
                queued.bp, health.bp, messages.bp, usage.bp, metrics.bp,
                openapi.bp):
         app.register_blueprint(bp)
     register_frontend(app, settings.frontend_dir)
     socketio.init_app(app)
-    register_socket_handlers(socketio, rt, auth, chat)
+    socketio.on_namespace(ChatNamespace(rt, auth, chat))
     if not settings.auth_required:
         # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
         guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
         app.wsgi_app = guarded  # type: ignore[method-assign]
     app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
-    chat.inbox.resume()
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
-    return app, socketio
+    return ChatServer(app, socketio, rt, chat)
 
 
 def _sweep(rt: Runtime) -> None:

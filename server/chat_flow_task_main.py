@@ -4,10 +4,14 @@ end-of-turn poller, `poll_completion_notifications` (docs/ARCHITECTURE.md, "The 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
+from sqlalchemy.orm import Session
+
+from modules.event_catalogue import AiMessageStartEvent, ReasoningChunkEvent, TextChunkEvent, TextEndEvent
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
+from modules.storage.message_meta import MessageMeta
+from modules.storage.models import Agent, Message
 from modules.storage.records import new_id
 from modules.usage.records import AGENT, CallContext
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
@@ -15,7 +19,7 @@ from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
-from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, StartTurn, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +45,15 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
         rt.active_agents.set_active_agent(turn.conversation_id, turn.display_name)
     if refused_at is None:
-        sender.emit("ai_message_start", {"message_id": message_id, "display_name": turn.display_name})
+        sender.emit(AiMessageStartEvent(message_id=message_id, display_name=turn.display_name))
     context = CallContext(AGENT, turn.conversation_id, agent=turn.display_name, agent_id=turn.agent_id,
                           task_id=turn.task_id)
 
     def on_text(chunk: str) -> None:
-        sender.emit("text_chunk", {"message_id": message_id, "content": chunk})
+        sender.emit(TextChunkEvent(message_id=message_id, content=chunk))
 
     def on_reasoning(chunk: str) -> None:
-        sender.emit("reasoning_chunk", {"message_id": message_id, "content": chunk})
+        sender.emit(ReasoningChunkEvent(message_id=message_id, content=chunk))
 
     try:
         return rt.model.bound(context).stream_chat(
@@ -73,17 +77,19 @@ def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, messa
         return _stream_reply(rt, turn, sender, message_id, refused_at=overflow.sent)
 
 
-def _reply_marks(reply: ModelReply) -> dict[str, bool]:
-    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit."""
-    mark = {"partial": True, "stopped": True} if reply.finish_reason == "stopped" else {}
-    return {**mark, "truncated": True} if reply.truncated else mark
+def _reply_marks(reply: ModelReply) -> MessageMeta:
+    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit;
+    and the model's thinking."""
+    stopped = True if reply.finish_reason == "stopped" else None
+    return MessageMeta(partial=stopped, stopped=stopped, truncated=True if reply.truncated else None,
+                       reasoning=reply.reasoning or None)
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
     """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
-    mark = {"partial": True, "error_code": exc.code}
-    persist_assistant_message(rt, turn, message_id, exc.partial, [], meta=mark)
-    sender.emit("text_end", {"message_id": message_id, "content": exc.partial, **mark})
+    persist_assistant_message(rt, turn, message_id, exc.partial, [],
+                              meta=MessageMeta(partial=True, error_code=exc.code))
+    sender.emit(TextEndEvent(message_id=message_id, content=exc.partial, partial=True, error_code=exc.code))
 
 
 def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) -> TurnOutcome:
@@ -115,9 +121,9 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
         mark = _reply_marks(reply)
-        thinking = {"reasoning": reply.reasoning} if reply.reasoning else {}
-        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta={**mark, **thinking})
-        sender.emit("text_end", {"message_id": message_id, "content": reply.content, **mark, **thinking})
+        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark)
+        sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.partial,
+                                 stopped=mark.stopped, truncated=mark.truncated, reasoning=mark.reasoning))
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:
@@ -127,18 +133,23 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
 
-def poll_completion_notifications(rt: TurnRuntime, agent_id: str,
-                                  start_turn: Callable[[str], str | None]) -> str | None:
-    """The one end-of-turn poller, run once after the agent's state left `running`; the new task's id, if any.
+def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTurn) -> str | None:
+    """The one place a turn starts from an agent's queue: run after each turn's end (once the agent's state
+    left `running`) and whenever a message wakes an idle agent; the new task's id, if any.
 
     Completions (sub-agent and background-command notices) and messages that
-    queued up after the turn's last model call are all still in the agent's
-    queue: one follow-up turn (`start_turn`, the TurnManager's claim) takes
-    every one of them, in arrival order, the first N-1 into the history as
-    preceding notices and the last as its trigger. Completions that come later
-    wake the agent themselves when they are queued (the membership sweep's
-    wake is only a safety net).
+    queued up while nobody ran are all in the agent's queue: one follow-up turn
+    (`claim`, the TurnManager's compare-and-set) takes every one of them, in
+    arrival order, inside the claim's transaction, the first N-1 into the
+    history as preceding notices (`starts_work: false`) and the last as its
+    trigger. Completions that come later wake the agent themselves when they
+    are queued (the membership sweep's wake is only a safety net).
     """
     if not rt.router.has_queued(agent_id):
         return None
-    return start_turn(agent_id)
+
+    def collect(session: Session, agent: Agent, task_id: str) -> list[Message]:
+        return rt.router.drain_to_history_in(session, agent_id, agent.conversation_id, task_id,
+                                             last_starts_work=True)
+
+    return claim(agent_id, collect)

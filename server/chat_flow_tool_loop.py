@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from modules.event_catalogue import ToolResultEvent, ToolStartEvent
 from modules.llm import ToolCall
 from modules.multi_agent.message_router import INJECTED_INLINE
 from modules.storage import messages as message_store
@@ -46,7 +47,7 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
         task_id=turn.task_id, services=rt.services, emit=sender.emit,
     )
     for call in tool_calls:
-        sender.emit("tool_start", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
+        sender.emit(ToolStartEvent(tool_call_id=call.id, name=call.name, arguments=call.arguments))
         if turn.stopped():
             result = STOPPED_RESULT
         else:
@@ -59,7 +60,7 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
             return  # taken over: the new owner closed the open calls already
         message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,
                                       [tool_result_draft(call.id, call.name, result)])
-        sender.emit("tool_result", {"tool_call_id": call.id, "name": call.name,
-                                    "result": json.dumps(result, ensure_ascii=False)})
+        sender.emit(ToolResultEvent(tool_call_id=call.id, name=call.name,
+                                    result=json.dumps(result, ensure_ascii=False)))
     if inline_batch and not turn.stopped():
         inject_runtime_user_message(rt, turn, sender)

@@ -13,7 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, overload
+from typing import overload
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -24,9 +24,11 @@ from modules.storage import conversations as conversation_store
 from modules.storage.models import Conversation
 from server import rate_limits
 from server.api.request_models import DEFAULT_TITLE, SendMessageBody
+from server.api.response_models import SendAccepted
+from server.api.validation import wire
 from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
-from server.routing_inbox import RoutingInbox, pending_answer
+from server.routing_inbox import ROUTING, RoutingInbox
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
 
@@ -56,6 +58,11 @@ def _message_id(user_id: int, client_message_id: str | None) -> str | None:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"chat-server:user/{user_id}/client-message/{client_message_id}"))
 
 
+def pending_answer(message_id: str, conversation_id: str) -> SendAccepted:
+    """The acknowledgement: stored, not routed yet; the route follows as a `route` event."""
+    return SendAccepted(message_id=message_id, conversation_id=conversation_id, status=ROUTING)
+
+
 class ChatService:
     def __init__(self, rt: Runtime):
         self._rt = rt
@@ -66,8 +73,9 @@ class ChatService:
         self._ordering_guard = threading.Lock()
 
     def send(self, user_id: int, req: SendMessageBody,
-             on_conversation: Callable[[str], None] | None = None) -> dict[str, Any]:
-        """Queue the validated message for its receiver and answer as `POST /api/tasks` does.
+             on_conversation: Callable[[str], None] | None = None) -> SendAccepted:
+        """Queue the validated message for its receiver; the answer both edges send (`POST /api/tasks` and
+        the socket's `send_message` acknowledgement serialise it alike, `server.api.validation.wire`).
 
         A repeated `client_message_id` returns the first answer and stores nothing twice.
         `on_conversation` hears the conversation id before delivery (a socket joins its
@@ -85,7 +93,7 @@ class ChatService:
             if previous == client_requests.IN_PROGRESS:
                 raise ApiError(409, "duplicate_in_progress", "a send with this client_message_id is in progress")
             if previous is not None:
-                return previous
+                return SendAccepted.model_validate(previous)
         try:
             answer = self._deliver(user_id, req, on_conversation)
         except Exception:
@@ -94,7 +102,7 @@ class ChatService:
             raise
         if req.client_message_id:
             try:
-                client_requests.complete(self._rt.db, user_id, req.client_message_id, answer)
+                client_requests.complete(self._rt.db, user_id, req.client_message_id, wire(answer))
             except (OperationalError, InterfaceError):  # the message is stored: its sender hears so
                 log.warning("could not record the answer to client message %s", req.client_message_id)
         return answer
@@ -113,7 +121,7 @@ class ChatService:
         return conv
 
     def _deliver(self, user_id: int, req: SendMessageBody,
-                 on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
+                 on_conversation: Callable[[str], None] | None) -> SendAccepted:
         rt = self._rt
         earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
         if earlier is not None:
@@ -131,7 +139,7 @@ class ChatService:
         return pending_answer(held.id, conv.id)
 
     def _answer_stored(self, message: PendingMessage,
-                       on_conversation: Callable[[str], None] | None) -> dict[str, Any]:
+                       on_conversation: Callable[[str], None] | None) -> SendAccepted:
         """A retry whose first try stored the message and then died: route it if it is still held, else
         deliver it where it went (its conversation, its agent), never a second copy where routing might
         send it today."""
@@ -142,10 +150,9 @@ class ChatService:
             return pending_answer(message.id, message.conversation_id)
         target = agent_store.get_agent(self._rt.db, message.target_agent_id)
         routed = self._rt.router.deliver(message)
-        return {"success": True, "status": "routed", "task_id": routed.task_id,
-                "conversation_id": message.conversation_id, "agent_id": message.target_agent_id,
-                "message_id": message.id, "route": message.meta.get("route"),
-                "delivery": routed.delivery, "target_agent": target.display_name if target else None}
+        return SendAccepted(status="routed", task_id=routed.task_id, conversation_id=message.conversation_id,
+                            agent_id=message.target_agent_id, message_id=message.id, route=message.meta.route,
+                            delivery=routed.delivery, target_agent=target.display_name if target else None)
 
     @contextmanager
     def _in_order(self, conversation_id: str) -> Iterator[None]:

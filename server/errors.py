@@ -8,6 +8,8 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
+from modules.domain_errors import Conflict, DomainError
+
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +30,17 @@ class ApiError(Exception):
         return body
 
 
+# The status of each kind of domain refusal, for both edges: REST's error handler below and the socket's
+# acknowledgements (server/socket_handlers.py) turn a DomainError into an ApiError here and nowhere else.
+_DOMAIN_STATUS: tuple[tuple[type[DomainError], int], ...] = ((Conflict, 409),)
+
+
+def api_error(err: DomainError) -> ApiError:
+    """The edge's answer to a domain refusal: its status by kind (400 for a kind the table does not name)."""
+    status = next((status for kind, status in _DOMAIN_STATUS if isinstance(err, kind)), 400)
+    return ApiError(status, err.code, err.message)
+
+
 def not_found(what: str = "resource") -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
@@ -43,6 +56,10 @@ def register_error_handlers(app: Flask) -> None:
     def _api_error(err: ApiError) -> tuple[Response, int, dict[str, str]]:
         headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
         return jsonify(err.body()), err.status, headers
+
+    @app.errorhandler(DomainError)
+    def _domain_error(err: DomainError) -> tuple[Response, int, dict[str, str]]:
+        return _api_error(api_error(err))
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException) -> tuple[Response, int]:

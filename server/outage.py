@@ -10,20 +10,19 @@ reconnects, and stuck work is retried or ended (server/turns/).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from flask import Flask, Response, jsonify, request
 from flask_socketio import SocketIO
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from modules.event_catalogue import Event, ServerDegradedEvent, ServerRecoveredEvent
 from modules.storage.db import Database
 from modules.storage.health import HealthChange
 
 log = logging.getLogger(__name__)
 
-DATABASE_UNAVAILABLE = "database_unavailable"
-DEGRADED_EVENT, RECOVERED_EVENT = "server_degraded", "server_recovered"
+DATABASE_UNAVAILABLE: Final = "database_unavailable"
 
 
 def unavailable_body() -> dict[str, Any]:
@@ -33,14 +32,14 @@ def unavailable_body() -> dict[str, Any]:
 def status_event(db: Database) -> tuple[str, dict[str, Any]]:
     """The event that tells a socket client the server's current state."""
     health = db.health
-    if health.available:
-        return RECOVERED_EVENT, {"database": "available", "since": health.since}
-    return DEGRADED_EVENT, {"code": DATABASE_UNAVAILABLE, "database": "unavailable", "since": health.since,
-                            "message": "the database is unavailable: messages cannot be stored until it is back"}
+    event: Event = ServerRecoveredEvent(database="available", since=health.since) if health.available else \
+        ServerDegradedEvent(code=DATABASE_UNAVAILABLE, database="unavailable", since=health.since,
+                            message="the database is unavailable: messages cannot be stored until it is back")
+    return event.TYPE, event.data()
 
 
-def install(app: Flask, socketio: SocketIO, db: Database, spawn: Callable[..., object]) -> None:
-    """Wire the 503s and the socket events, and start the database's prober."""
+def install(app: Flask, socketio: SocketIO, db: Database) -> None:
+    """Wire the 503s and the socket events; the database's prober (`db.health.run`) starts with the server."""
 
     @app.before_request
     def _fail_fast() -> tuple[Response, int] | None:
@@ -61,4 +60,3 @@ def install(app: Flask, socketio: SocketIO, db: Database, spawn: Callable[..., o
         socketio.emit(name, data)
 
     db.health.subscribe(_broadcast)
-    spawn(db.health.run)

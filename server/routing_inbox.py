@@ -13,27 +13,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
+from modules.event_catalogue import RouteEvent
 from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.multi_agent.user_questions import StaleQuestion
+from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import pending_messages, unrouted
+from modules.storage.message_meta import MessageMeta, RoutedTo
 from modules.storage.models import Conversation
-from server.errors import ApiError
 from server.runtime import Runtime
+from server.sender import to_room
 from server.turns.events import emit_pending_count
 from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 
 log = logging.getLogger(__name__)
 
 ROUTING = unrouted.ROUTING
-
-
-def pending_answer(message_id: str, conversation_id: str) -> dict[str, Any]:
-    """The acknowledgement: stored, not routed yet; the route follows as a `route` event."""
-    return {"success": True, "message_id": message_id, "conversation_id": conversation_id, "status": ROUTING,
-            "route": None, "delivery": None, "task_id": None, "agent_id": None, "target_agent": None}
 
 
 class RoutingInbox:
@@ -49,9 +46,8 @@ class RoutingInbox:
         """Store the message for routing (addressed to the master until routed) and start routing it."""
         rt = self._rt
         master = agent_store.get_master(rt.db, conv.id)
-        meta: dict[str, Any] = {"source": "user", "visibility": "chat"}
-        if client_message_id:
-            meta["client_message_id"] = client_message_id
+        meta = MessageMeta(source=MessageSource.USER, visibility=Visibility.CHAT,
+                           client_message_id=client_message_id or None)
         message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                      content=content, source_display_name="user", question_id=question_id,
                                      meta=meta, id=message_id)
@@ -100,7 +96,7 @@ class RoutingInbox:
         agents = agent_store.list_agents(self._rt.db, conv.id)
         try:
             return self._routing.decide(conv, agents, message.content, message.question_id)
-        except ApiError:  # the question it answered closed while the message waited: route it as a message
+        except StaleQuestion:  # the question it answered closed while the message waited: route it as a message
             return self._routing.decide(conv, agents, message.content, None)
 
     def _route(self, held: PendingMessage) -> None:
@@ -120,11 +116,8 @@ class RoutingInbox:
             log.exception("routing message %s failed; the master gets it", held.id)
             decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")
         rt.metrics.routes.labels(decision.route).inc()
-        meta = {**held.meta, "route": decision.route}
-        if decision.rewritten:
-            meta["rewritten_query"] = decision.rewritten
-        if decision.reason:
-            meta["route_reason"] = decision.reason
+        meta = held.meta.merged(route=decision.route, rewritten_query=decision.rewritten or None,
+                                route_reason=decision.reason or None)
         target = decision.target
         message = PendingMessage.new(
             conversation_id=conv.id, target_agent_id=target.id, type="answer" if decision.question_id else "message",
@@ -143,12 +136,12 @@ class RoutingInbox:
         # The receiver reasons next: a message queued behind this one is judged against it, not against a
         # routing stage that recorded itself while deciding this one.
         rt.active_agents.set_active_agent(conv.id, target.display_name)
-        outcome = {"route": decision.route, "delivery": routed.delivery, "task_id": routed.task_id,
-                   "agent_id": target.id, "target_agent": target.display_name}
+        outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
+                           agent_id=target.id, target_agent=target.display_name)
         unrouted.record_delivery(rt.db, held.id, outcome)
         emit_pending_count(rt, conv.id, target.id)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
-        rt.transport.emit("route", {"route": decision.route, "delivery": routed.delivery, "agent_id": target.id,
-                                    "target_agent": target.display_name, "message_id": held.id,
-                                    "conversation_id": conv.id}, conv.id)
+        to_room(rt.transport, RouteEvent(route=decision.route, delivery=routed.delivery, agent_id=target.id,
+                                         target_agent=target.display_name, message_id=held.id,
+                                         conversation_id=conv.id), conv.id)

@@ -1,6 +1,10 @@
-"""The composition root: the services one server process runs with, all built here, in dependency order,
-by one constructor (docs/ARCHITECTURE.md, "Layers"). No member is filled in later; the turn package sees this
-object through its `TurnRuntime` protocol, so it never imports this module."""
+"""The composition root: the services one server process runs with, all built here by one constructor, no member
+filled in later (docs/ARCHITECTURE.md, "Layers"). The order follows the dependencies but for one pair that
+needs each other: the router starts turns and turns use the router. The `TurnManager` comes first, given this
+runtime while it is still half built (it reads the router, the commands and the agent services only once turns
+run); the router then gets the manager's methods (`RouterHooks`). The turn package sees this object through its
+`TurnRuntime` protocol and the loop through a `TurnLoop`, so it imports neither this module nor the loop files.
+Building starts no thread (it registers the process in the database): `server.app.ChatServer.start` starts them."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.pipeline import INTENT, REWRITER
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.multi_agent.routing_stage import ROUTER
 from modules.multi_agent.user_questions import UserQuestions
 from modules.peer_signals import QUEUED, build_peer_signals
@@ -37,10 +42,12 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import load_prices
 from modules.work_caps import WorkCaps
+from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
 from server.cluster import Membership
 from server.metrics import Metrics
 from server.sender import Transport
 from server.suggestions import SuggestionService
+from server.turns.context import TurnLoop
 from server.turns.event_log import EventLog
 from server.turns.manager import TurnManager
 
@@ -80,14 +87,15 @@ class Runtime:
                         sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
                         sub_agents_per_user=settings.max_sub_agents_per_user)
         self.sub_agents = SubAgentManager(db, profiles, caps)
-        # The turn manager reads the router, the commands and the agent services only once turns run; the
-        # router is built with the manager's methods, so it is complete from its first message.
-        self.tasks = TurnManager(self)
+        # Half built here: the turn manager reads the router, the commands and the agent services only once
+        # turns run; the router is built with the manager's methods, so it is complete from its first message.
+        self.tasks = TurnManager(self, TurnLoop(run=handle_task_with_sender, poll=poll_completion_notifications))
         self.router = MessageRouter(
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
-            wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
-            more_completions_expected=self.tasks.more_completions_expected,
-            notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id), writer=self.writer)
+            hooks=RouterHooks(wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
+                              more_completions_expected=self.tasks.more_completions_expected,
+                              notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id)),
+            writer=self.writer)
         self.commands = BackgroundCommandManager(
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",
             tail_chars=settings.command_output_tail_chars, spawn=spawn, log_max_bytes=settings.command_log_max_bytes,

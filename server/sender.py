@@ -3,7 +3,8 @@
 Every event of a task goes first to its durable event log (the REST polling
 log, numbered per task) and then to the Socket.IO room of its conversation,
 with the same `type` and `data`, so socket and REST clients see one story.
-Only durable events are sent (see `EventLog`: group commit, coalesced text chunks).
+Only durable events are sent (see `EventLog`: group commit, coalesced text chunks). Events are built from
+the catalogue (modules/event_catalogue.py) only; `Transport` carries their wire form.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 
 from flask_socketio import SocketIO
 
+from modules.event_catalogue import Event
 from server.turns.event_log import CHUNK_TYPES, EventLog
 
 
@@ -20,9 +22,14 @@ class Transport(Protocol):
 
 
 class EventSender(Protocol):
-    def emit(self, event_type: str, data: dict[str, Any]) -> int: ...
+    def emit(self, event: Event) -> int: ...
 
-    def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int: ...
+    def emit_many(self, events: list[Event]) -> int: ...
+
+
+def to_room(transport: Transport, event: Event, room: str) -> None:
+    """Send an event outside any task's log (`pending_count`, a room's `route` and `agent_state`)."""
+    transport.emit(event.TYPE, event.data(), room)
 
 
 class SocketIOTransport:
@@ -44,21 +51,21 @@ class TaskEventSender:
         self.conversation_id = conversation_id
         self.agent_id = agent_id
 
-    def emit(self, event_type: str, data: dict[str, Any]) -> int:
-        if event_type in CHUNK_TYPES:  # coalesced with the message's previous chunk while that one waits
-            return self._log.append_chunk(self.task_id, self.payloads([(event_type, data)])[0][1], self.deliver,
-                                          event_type)
-        return self.emit_many([(event_type, data)])
+    def emit(self, event: Event) -> int:
+        if event.TYPE in CHUNK_TYPES:  # coalesced with the message's previous chunk while that one waits
+            return self._log.append_chunk(self.task_id, self.payloads([event])[0][1], self.deliver, event.TYPE)
+        return self.emit_many([event])
 
-    def emit_many(self, events: list[tuple[str, dict[str, Any]]]) -> int:
+    def emit_many(self, events: list[Event]) -> int:
         """Log the events in one transaction, then send each to the room; returns the first index."""
         payloads = self.payloads(events)
         return self._log.append_many(self.task_id, payloads, lambda first: self.deliver(first, payloads))
 
-    def payloads(self, events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    def payloads(self, events: list[Event]) -> list[tuple[str, dict[str, Any]]]:
         """The events as logged: each carries its task, conversation and agent."""
-        return [(event_type, {**data, "task_id": self.task_id, "conversation_id": self.conversation_id,
-                              "agent_id": data.get("agent_id", self.agent_id)}) for event_type, data in events]
+        return [(event.TYPE, {**(data := event.data()), "task_id": self.task_id,
+                              "conversation_id": self.conversation_id, "agent_id": data.get("agent_id", self.agent_id)})
+                for event in events]
 
     def deliver(self, first: int, payloads: list[tuple[str, dict[str, Any]]]) -> None:
         """Send logged events to the room, numbered from `first`."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modules.config import Settings
+from modules.event_catalogue import SuggestionsEvent
 from modules.multi_agent.fast_path import RoutingSignals
 from modules.suggestions import generate_suggestions
 from modules.usage.metered_model import MeteredChatModel
@@ -55,6 +56,5 @@ class SuggestionService:
             if not questions or self._generation.get(conversation_id, 0) != generation:
                 return
         TaskEventSender(self._event_log, self._transport, task_id=task_id, conversation_id=conversation_id,
-                        agent_id=agent_id).emit("suggestions", {"questions": questions,
-                                                                "message_id": reply_message_id})
+                        agent_id=agent_id).emit(SuggestionsEvent(questions=questions, message_id=reply_message_id))
         self._event_log.forget(task_id)  # the task has ended: its log needs no cached state

@@ -21,23 +21,23 @@ from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.pipeline import INTENT, REWRITER, recognize_intent, rewrite_query
 from modules.multi_agent.routing_stage import ROUTER, route_in_one_request
-from modules.multi_agent.user_questions import OpenQuestion
+from modules.multi_agent.user_questions import OpenQuestion, StaleQuestion
+from modules.statuses import Route
 from modules.storage import messages as message_store
 from modules.storage.models import Agent, Conversation
 from modules.sub_agent.manager import SubAgentError
 from modules.usage import records as usage
 from modules.usage.metered_model import BoundChatModel
-from server.errors import ApiError
 from server.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-HIL, FAST_PATH, PIPELINE = "hil", "fast_path", "pipeline"
+HIL, FAST_PATH, PIPELINE = Route.HIL, Route.FAST_PATH, Route.PIPELINE
 
 
 @dataclass(frozen=True)
 class RouteDecision:
-    route: str
+    route: Route
     target: Agent
     question_id: str | None = None
     rewritten: str | None = None
@@ -57,14 +57,12 @@ class UserMessageRouting:
             if question_id:
                 asked = next((q for q in open_questions if q.question_id == question_id), None)
                 if asked is None:
-                    pending = ", ".join(q.question_id for q in open_questions)
-                    raise ApiError(409, "stale_question",
-                                   f"question {question_id} is not pending; open questions: {pending}")
+                    raise StaleQuestion(question_id, [q.question_id for q in open_questions])
                 chosen = asked
             target = next(a for a in agents if a.id == chosen.agent_id)
             return RouteDecision(HIL, target, chosen.question_id)
         if question_id:
-            raise ApiError(409, "stale_question", f"question {question_id} is not pending")
+            raise StaleQuestion(question_id, [])
         master = next(a for a in agents if a.kind == MASTER_KIND)
         if rt.active_agents.get_active_agent(conv.id) == INTENT and rt.signals.is_continuation(message):
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
@@ -76,11 +74,10 @@ class UserMessageRouting:
         return RouteDecision(decision.route, decision.target, rewritten=decision.rewritten, reason=fast.reason)
 
     def check_question(self, conv: Conversation, agents: list[Agent], question_id: str) -> None:
-        """409 `stale_question` at once when the question a send names is not pending."""
+        """`StaleQuestion` at once when the question a send names is not pending."""
         open_ids = [q.question_id for q in self._open_questions(conv, agents)]
         if question_id not in open_ids:
-            raise ApiError(409, "stale_question", f"question {question_id} is not pending"
-                           + (f"; open questions: {', '.join(open_ids)}" if open_ids else ""))
+            raise StaleQuestion(question_id, open_ids)
 
     def _open_questions(self, conv: Conversation, agents: list[Agent]) -> list[OpenQuestion]:
         """ask_user calls blocked in this process, then those recorded by others (their agent waiting)."""

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import requests
 
+from modules.statuses import FINAL_TASK_STATUSES
 from test.scripted_llm import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
-FINAL_STATUSES = ("succeeded", "failed", "stopped")
+FINAL_STATUSES = FINAL_TASK_STATUSES  # defined once, in modules/statuses.py
 
 
 def free_port() -> int:

@@ -1,97 +1,26 @@
 // Shapes of the server's answers and events (docs/API.md).
 
-export interface Conversation {
-  conversation_id: string;
-  title: string;
-  created_at?: string | null;
-  updated_at?: string | null;
-}
+// The REST answers, generated from the server's response models (tools/gen_api_types.py): a changed answer
+// breaks this type check, not the page.
+import type * as api from "./generated/api";
 
-export interface AgentInfo {
-  agent_id: string;
-  display_name: string;
-  role: string;
-  kind?: string;
-  state: string;
-  parent_id: string | null;
-  pending_count: number;
-}
-
-export interface ToolCallRecord {
-  id: string;
-  type?: string;
-  function: { name: string; arguments: string };
-}
-
-export interface StoredMessage {
-  message_id: string;
-  role: "user" | "assistant" | "tool" | "system";
-  content: string | null;
-  tool_calls?: ToolCallRecord[] | null;
-  tool_call_id?: string | null;
-  name?: string | null;
-  metadata?: Record<string, unknown> | null;
-  agent_id?: string;
-  created_at?: string | null;
-}
-
-export interface StoredSummary {
-  summary_id: string;
-  summary: string;
-  through_seq: number;
-  summarised_messages: number;
-  created_at?: string | null;
-}
-
-export interface MessagesAnswer {
-  agent_id: string;
-  display_name: string;
-  data: StoredMessage[];
-}
-
-export interface TaskSummary {
-  task_id: string;
-  status: string;
-  conversation_id: string;
-  agent_id: string;
-  task_type?: string;
-  created_at?: string | null;
-  finished_at?: string | null;
-  error?: { code?: unknown; message?: unknown } | null;
-}
-
-export interface TaskEvent {
-  idx: number;
-  type: string;
-  data: Record<string, unknown>;
-  ts?: number;
-}
-
-export interface TaskWithEvents extends TaskSummary {
-  events: TaskEvent[];
-  next_offset: number;
-}
-
-export interface SendAnswer {
-  success?: boolean;
-  task_id?: string;
-  conversation_id?: string;
-  route?: string;
-  delivery?: string;
-  message_id?: string;
-  agent_id?: string;
-  target_agent?: string;
-  code?: string;
-  error?: string;
-}
-
-export interface RunningStatus {
-  is_main_running: boolean;
-  main_task_id: string | null;
-  has_running_sub_agents?: boolean;
-  has_running_background_commands?: boolean;
-  pending_notices?: number;
-}
+export type Conversation = api.Conversation;
+export type AgentInfo = api.Agent;
+export type ToolCallRecord = api.ToolCall;
+export type StoredMessage = api.Message;
+export type StoredSummary = api.ContextSummary;
+export type MessagesAnswer = api.MessageList;
+export type TaskSummary = api.Task;
+export type TaskEvent = api.TaskEvent;
+export type TaskWithEvents = api.TaskDetail;
+/** Every key of T, absent: lets the UI read a field of either side of SendAnswer before it narrows. */
+type Absent<T> = { [K in keyof T]?: undefined };
+type Refusal = api.BudgetExceededBody;
+/** What a send (REST or socket ack) answers: accepted, or refused in the error shape (`success: false`). */
+export type SendAnswer =
+  | (api.SendAccepted & Absent<Omit<Refusal, keyof api.SendAccepted>>)
+  | (Refusal & Absent<Omit<api.SendAccepted, keyof Refusal>>);
+export type RunningStatus = api.RunningStatus;
 
 export interface Health {
   ok: boolean;

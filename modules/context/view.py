@@ -8,6 +8,7 @@ from typing import Any
 
 from modules.context.shorten import shorten_tokens
 from modules.llm.tokens import count_message
+from modules.storage.message_meta import MessageMeta
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,8 @@ class HistoryRow:
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryRow:
-        meta = row.meta or {}
         return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
-                   str(meta.get("reasoning") or ""))
+                   MessageMeta.load(row.meta).reasoning or "")
 
 
 def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:

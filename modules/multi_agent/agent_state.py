@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from modules.statuses import AgentState
 from modules.storage import agents as agent_store
 from modules.storage.db import Database
 
-IDLE, RUNNING, WAITING, COMPLETED = "idle", "running", "waiting", "completed"
-STATES = (IDLE, RUNNING, WAITING, COMPLETED)
+# The states themselves are defined once, in modules/statuses.py.
+IDLE, RUNNING, WAITING, COMPLETED = AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING, AgentState.COMPLETED
+STATES = tuple(AgentState)
 
-ALLOWED: dict[str, frozenset[str]] = {
+ALLOWED: dict[AgentState, frozenset[AgentState]] = {
     IDLE: frozenset({RUNNING}),
     COMPLETED: frozenset({RUNNING}),
     RUNNING: frozenset({WAITING, COMPLETED, IDLE}),
@@ -32,8 +34,8 @@ class StateChange:
     agent_id: str
     conversation_id: str
     display_name: str
-    previous: str
-    state: str
+    previous: AgentState
+    state: AgentState
 
 
 class AgentStates:
@@ -44,7 +46,7 @@ class AgentStates:
     def subscribe(self, listener: Callable[[StateChange], None]) -> None:
         self._listeners.append(listener)
 
-    def transition(self, agent_id: str, to_state: str, *, force: bool = False,
+    def transition(self, agent_id: str, to_state: AgentState, *, force: bool = False,
                    notify: bool = True) -> StateChange | None:
         """Apply `to_state` if allowed from the current state; None when not allowed or lost a race.
 
@@ -59,11 +61,12 @@ class AgentStates:
                     self.announce(change)
                 return change
             agent = agent_store.get_agent(self._db, agent_id)
-            if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
+            if agent is None or agent.state == to_state or \
+                    (not force and to_state not in ALLOWED[AgentState(agent.state)]):
                 return None
         return None
 
-    def transition_in(self, s: Session, agent_id: str, to_state: str, *, force: bool = False,
+    def transition_in(self, s: Session, agent_id: str, to_state: AgentState, *, force: bool = False,
                       version: int | None = None) -> StateChange | None:
         """One compare-and-set inside the caller's transaction, so a state change can commit together with
         what causes it; the caller announces the change after the commit. With `version`, only from the
@@ -71,11 +74,12 @@ class AgentStates:
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
         agent = agent_store.reread_in(s, agent_id)
-        if agent is None or agent.state == to_state or (not force and to_state not in ALLOWED[agent.state]):
+        if agent is None or agent.state == to_state or \
+                (not force and to_state not in ALLOWED[AgentState(agent.state)]):
             return None
         if version is not None and agent.version != version:
             return None
-        previous, version = agent.state, agent.version
+        previous, version = AgentState(agent.state), agent.version
         if not agent_store.set_state_in(s, agent_id, version, to_state):
             return None
         return StateChange(agent.id, agent.conversation_id, agent.display_name, previous, to_state)

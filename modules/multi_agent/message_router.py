@@ -43,6 +43,7 @@ from modules.multi_agent.pending import (
     history_draft,
     history_text,
 )
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -65,22 +66,14 @@ class MessageRouter:
     costs one turn, not one each; the last completion of all wakes the agent at once."""
 
     def __init__(self, db: Database, *, spawn: Callable[..., Any] | None = None, settle_s: float = 0.0,
-                 max_settle_s: float = 0.5, rescan_s: float = 1.0,
-                 wake: Callable[[str], str | None] = lambda agent_id: None,
-                 active_task_of: Callable[[str], str | None] = lambda agent_id: None,
-                 more_completions_expected: Callable[[str], bool] = lambda agent_id: True,
-                 notify_peers: Callable[[str], None] = lambda agent_id: None,
+                 max_settle_s: float = 0.5, rescan_s: float = 1.0, hooks: RouterHooks | None = None,
                  writer: GroupCommit | None = None):
-        """The server passes, at construction: `wake` (start a turn for an idle agent with queued messages;
-        its task id), `active_task_of` (the id of an agent's task in progress), `more_completions_expected`
-        (its commands or sub-agents still run: only then is a notice worth holding back for the rest of its
-        wave) and `notify_peers` (tell the other server processes that a waiting agent has a queued message:
-        its blocked ask may run there; they call `on_peer_queued`), and `writer`, the process's group commit
-        (concurrent sends share its transactions). The defaults serve a router alone."""
+        """`hooks`: what the server does for the router (`RouterHooks`; the defaults serve a router alone);
+        `writer`: the process's group commit (concurrent sends share its transactions)."""
         self._db = db
         self._writer = writer or GroupCommit(db)  # concurrent sends share transactions
         # A blocked ask also looks in its queue this often, for an answer that another server process
-        # queued and whose signal (`notify_peers`) it missed.
+        # queued and whose signal (`hooks.notify_peers`) it missed.
         self._rescan_s = rescan_s
         self._spawn = spawn
         self._settle_s = settle_s
@@ -88,10 +81,7 @@ class MessageRouter:
         self._last_notice: dict[str, float] = {}
         self._waiters: dict[str, AskWaiter] = {}
         self._lock = threading.Lock()
-        self.wake = wake
-        self.active_task_of = active_task_of
-        self.more_completions_expected = more_completions_expected
-        self.notify_peers = notify_peers
+        self._hooks = hooks or RouterHooks()
 
     # -- sending ---------------------------------------------------------
     def route_message(self, target_agent_id: str, message: PendingMessage) -> RouteResult:
@@ -138,7 +128,7 @@ class MessageRouter:
                 raise RouteError(f"{agent.display_name if agent else message.target_agent_id} takes no more messages")
             released = unrouted.release_in(s, message.id, dict(
                 target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
-                meta=message.meta))
+                meta=message.meta.dump()))
         return self._deliver_stored(message) if released else None
 
     def stored(self, message_id: str) -> PendingMessage | None:
@@ -165,7 +155,7 @@ class MessageRouter:
         with self._lock:
             waiter = self._waiters.get(target)
         if waiter is not None and waiter.matches(message) and self._resolve(waiter, message):
-            return RouteResult(RESOLVED, self.active_task_of(target))
+            return RouteResult(RESOLVED, self._hooks.active_task_of(target))
         agent = receiver if receiver is not None else agent_store.get_agent(self._db, target)
         if agent is not None and agent.terminated:
             # Queued past the termination (a command of the agent that ended after it): nobody will read it.
@@ -173,16 +163,16 @@ class MessageRouter:
                 queue.discard_in(s, target, "terminated")
             return RouteResult(INJECTED_INLINE)
         if waiter is None and agent is not None and agent.state == agent_state.WAITING:
-            self.notify_peers(target)
+            self._hooks.notify_peers(target)
         if agent is not None and agent.state in (agent_state.IDLE, agent_state.COMPLETED):
             if (message.type == "notice" and self._settle_s > 0 and self._spawn is not None
-                    and self.more_completions_expected(target)):
+                    and self._hooks.more_completions_expected(target)):
                 self._wake_when_settled(target)
                 return RouteResult(TRIGGERED_NEW_TURN)
-            task_id = self.wake(target)
+            task_id = self._hooks.wake(target)
             if task_id is not None:
                 return RouteResult(TRIGGERED_NEW_TURN, task_id)
-        return RouteResult(INJECTED_INLINE, self.active_task_of(target))
+        return RouteResult(INJECTED_INLINE, self._hooks.active_task_of(target))
 
     def _wake_when_settled(self, agent_id: str) -> None:
         with self._lock:
@@ -203,7 +193,7 @@ class MessageRouter:
             time.sleep(min(quiet_at, deadline) - current)
         with self._lock:
             del self._last_notice[agent_id]
-        self.wake(agent_id)
+        self._hooks.wake(agent_id)
 
     # -- draining --------------------------------------------------------
     def drain_to_history_in(self, session: Session, agent_id: str, conversation_id: str, consumed_by: str,

@@ -9,12 +9,14 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from modules.statuses import Delivery, MessageSource, Visibility
+from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import new_id, now
 
-RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = "resolved", "injected_inline", "triggered_new_turn"
-QUEUED = "queued"  # stored, but the database went away before its delivery: a sweep delivers it
+RESOLVED, INJECTED_INLINE, TRIGGERED_NEW_TURN = Delivery.RESOLVED, Delivery.INJECTED_INLINE, Delivery.TRIGGERED_NEW_TURN
+QUEUED = Delivery.QUEUED  # stored, but the database went away before its delivery: a sweep delivers it
 MESSAGE_TYPES = ("task", "output", "ask", "message", "answer", "notice")
 
 
@@ -33,51 +35,51 @@ class PendingMessage:
     content: str
     question_id: str | None = None
     created_at: float = field(default_factory=now)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: MessageMeta = field(default_factory=MessageMeta)
 
     @classmethod
     def new(cls, *, conversation_id: str, target_agent_id: str, type: str, content: str,
             source_display_name: str, source_agent_id: str | None = None, question_id: str | None = None,
-            meta: dict[str, Any] | None = None, id: str | None = None) -> PendingMessage:
+            meta: MessageMeta | None = None, id: str | None = None) -> PendingMessage:
         if type not in MESSAGE_TYPES:
             raise ValueError(f"unknown message type {type!r}")
         return cls(id=id or new_id(), conversation_id=conversation_id, source_display_name=source_display_name,
                    source_agent_id=source_agent_id, target_agent_id=target_agent_id, type=type, content=content,
-                   question_id=question_id, meta=dict(meta or {}))
+                   question_id=question_id, meta=meta or MessageMeta())
 
     @classmethod
     def from_row(cls, row: PendingMessageRow | Row[*tuple[Any, ...]]) -> PendingMessage:
         return cls(id=row.id, conversation_id=row.conversation_id, source_display_name=row.source_display_name,
                    source_agent_id=row.source_agent_id, target_agent_id=row.target_agent_id, type=row.type,
                    content=row.content, question_id=row.question_id, created_at=row.created_at,
-                   meta=dict(row.meta or {}))
+                   meta=MessageMeta.load(row.meta))
 
     def row_values(self) -> dict[str, Any]:
         """Its `PendingMessageRow` columns, for the queue's batched insert."""
         return dict(
             id=self.id, conversation_id=self.conversation_id, target_agent_id=self.target_agent_id,
             source_agent_id=self.source_agent_id, source_display_name=self.source_display_name, type=self.type,
-            content=self.content, question_id=self.question_id, meta=self.meta, created_at=self.created_at,
+            content=self.content, question_id=self.question_id, meta=self.meta.dump(), created_at=self.created_at,
         )
 
     @property
-    def source(self) -> str:
+    def source(self) -> MessageSource:
         """The `user_message` source: user, sub_agent, background_command, agent_message or guidance."""
-        source: str = self.meta.get("source", "agent_message")
-        return source
+        return self.meta.source or MessageSource.AGENT_MESSAGE
 
 
 @dataclass(frozen=True)
 class RouteResult:
-    delivery: str
+    delivery: Delivery
     task_id: str | None = None
 
 
 def history_text(msg: PendingMessage) -> str:
     """How a queued message reads in its receiver's history: who sent it, and the id to answer with."""
-    if msg.source == "user" and msg.meta.get("rewritten_query"):
-        return f"{msg.content}\n\n[Understood as: {msg.meta['rewritten_query']}]"
-    if msg.source in ("user", "sub_agent", "background_command") or msg.type == "task":
+    if msg.source == MessageSource.USER and msg.meta.rewritten_query:
+        return f"{msg.content}\n\n[Understood as: {msg.meta.rewritten_query}]"
+    if msg.source in (MessageSource.USER, MessageSource.SUB_AGENT, MessageSource.BACKGROUND_COMMAND) \
+            or msg.type == "task":
         return msg.content
     if msg.type == "ask":
         return (f"[Question {msg.question_id} from {msg.source_display_name}] {msg.content}\n"
@@ -88,11 +90,9 @@ def history_text(msg: PendingMessage) -> str:
 
 
 def history_draft(msg: PendingMessage, *, starts_work: bool) -> MessageDraft:
-    meta = {key: value for key, value in msg.meta.items() if key not in ("source", "visibility", "routed")}
-    meta.update(source=msg.source, visibility=msg.meta.get("visibility", "chat"), starts_work=starts_work,
-                message_type=msg.type, from_agent=msg.source_display_name)
-    if msg.question_id:
-        meta["question_id"] = msg.question_id
+    meta = msg.meta.model_copy(update=dict(
+        routed=None, source=msg.source, visibility=msg.meta.visibility or Visibility.CHAT, starts_work=starts_work,
+        message_type=msg.type, from_agent=msg.source_display_name, question_id=msg.question_id or msg.meta.question_id))
     return MessageDraft(role="user", content=history_text(msg), meta=meta, message_id=msg.id)
 
 
@@ -116,5 +116,5 @@ class AskWaiter:
         if msg.created_at < self.since:
             return False
         if self.from_user:
-            return msg.source == "user"
+            return msg.source == MessageSource.USER
         return self.asked_agent_id is not None and msg.source_agent_id == self.asked_agent_id

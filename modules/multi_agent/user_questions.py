@@ -11,10 +11,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from modules.domain_errors import Conflict
 from modules.storage.records import now
 from modules.storage.session_store import SessionStore
 
 log = logging.getLogger(__name__)
+
+
+class StaleQuestion(Conflict):
+    """A user's message answers a question that is not (or no longer) pending."""
+
+    def __init__(self, question_id: str, open_ids: list[str]):
+        pending = f"; open questions: {', '.join(open_ids)}" if open_ids else ""
+        super().__init__("stale_question", f"question {question_id} is not pending{pending}")
 
 
 @dataclass(frozen=True)

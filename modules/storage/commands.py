@@ -5,14 +5,16 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from modules.statuses import FINISHED_COMMAND_STATUSES, CommandStatus
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.results import rowcount
 
-# A command's states: one constant each.
-RUNNING = "running"
-SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, LOST = "succeeded", "failed", "timed_out", "cancelled", "lost"
-FINISHED_STATUSES = (SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, LOST)
+# A command's states, by their names here (defined once in modules/statuses.py).
+RUNNING = CommandStatus.RUNNING
+SUCCEEDED, FAILED, TIMED_OUT = CommandStatus.SUCCEEDED, CommandStatus.FAILED, CommandStatus.TIMED_OUT
+CANCELLED, LOST = CommandStatus.CANCELLED, CommandStatus.LOST
+FINISHED_STATUSES = FINISHED_COMMAND_STATUSES
 
 
 def insert_running(db: Database, command: BackgroundCommand) -> None:

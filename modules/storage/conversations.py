@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, func, or_, select, update
 
+from modules.statuses import AgentState, CommandStatus
 from modules.storage.db import Database
 from modules.storage.models import (
     Agent,
@@ -32,7 +33,7 @@ def create_conversation(db: Database, user_id: int, title: str,
     conv = Conversation(id=new_id(), user_id=user_id, title=title, created_at=ts, updated_at=ts)
     master = Agent(
         id=new_id(), conversation_id=conv.id, display_name=master_name, role=master_name,
-        kind="master", parent_id=None, state="idle", version=0, created_at=ts, updated_at=ts,
+        kind="master", parent_id=None, state=AgentState.IDLE, version=0, created_at=ts, updated_at=ts,
     )
     with db.write() as s:
         s.add(conv)
@@ -106,7 +107,8 @@ def purge_conversation(db: Database, conversation_id: str) -> bool:
         busy_task = s.scalar(select(Task.id).where(Task.conversation_id == conversation_id,
                                                    Task.status.in_(ACTIVE_STATUSES)).limit(1))
         busy_command = s.scalar(select(BackgroundCommand.id).where(
-            BackgroundCommand.conversation_id == conversation_id, BackgroundCommand.status == "running").limit(1))
+            BackgroundCommand.conversation_id == conversation_id,
+            BackgroundCommand.status == CommandStatus.RUNNING).limit(1))
         if busy_task or busy_command:
             return False
         task_ids = select(Task.id).where(Task.conversation_id == conversation_id)

@@ -8,7 +8,9 @@ from typing import Any
 from sqlalchemy import Row, func, insert, select
 from sqlalchemy.orm import Session
 
+from modules.statuses import Visibility
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
 from modules.storage.records import new_id, now
 
@@ -16,14 +18,14 @@ from modules.storage.records import new_id, now
 @dataclass
 class MessageDraft:
     """A history entry about to be written. `meta` carries message_id-independent metadata
-    (source, visibility, starts_work, ...)."""
+    (source, visibility, starts_work, ...: modules/storage/message_meta.py)."""
 
     role: str
     content: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: MessageMeta = field(default_factory=MessageMeta)
     message_id: str = field(default_factory=new_id)
 
 
@@ -38,7 +40,7 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
     values = [
         dict(message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=first + i,
              role=draft.role, content=_storable(draft.content), tool_calls=draft.tool_calls,
-             tool_call_id=draft.tool_call_id, name=draft.name, meta=dict(draft.meta), created_at=ts)
+             tool_call_id=draft.tool_call_id, name=draft.name, meta=draft.meta.dump(), created_at=ts)
         for i, draft in enumerate(drafts)
     ]
     if values:
@@ -100,7 +102,7 @@ def recent_chat(db: Database, conversation_id: str, limit: int = 12) -> list[Mes
                                   Message.content.is_not(None))
             .order_by(Message.id.desc()).limit(limit * 2)
         ))
-    chat = [m for m in rows if (m.meta or {}).get("visibility", "chat") == "chat"][:limit]
+    chat = [m for m in rows if m.typed_meta.visibility in (None, Visibility.CHAT)][:limit]
     return list(reversed(chat))
 
 
@@ -120,4 +122,4 @@ def last_reply(db: Database, agent_id: str) -> LastReply | None:
                         .order_by(Message.seq.desc()).limit(1)).first()
     if row is None:
         return None
-    return LastReply(row.content, row.message_id, (row.meta or {}).get("task_id"))
+    return LastReply(row.content, row.message_id, MessageMeta.load(row.meta).task_id)

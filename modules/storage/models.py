@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from modules.storage.message_meta import MessageMeta
+
 # MySQL's TEXT stops at 64 KiB; a long tool output or reply must not be cut.
 LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
@@ -88,6 +90,11 @@ class Message(Base):
     name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON)
     created_at: Mapped[float] = mapped_column(Double)
+
+    @property
+    def typed_meta(self) -> MessageMeta:
+        """`meta`, parsed (modules/storage/message_meta.py)."""
+        return MessageMeta.load(self.meta)
 
 
 class ContextSummary(Base):
@@ -183,6 +190,11 @@ class PendingMessageRow(Base):
     consumed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[float] = mapped_column(Double)
     consumed_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+
+    @property
+    def typed_meta(self) -> MessageMeta:
+        """`meta`, parsed (modules/storage/message_meta.py)."""
+        return MessageMeta.load(self.meta)
 
 
 class BackgroundCommand(Base):

@@ -19,13 +19,14 @@ from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from modules.statuses import MessageSource, QueueStatus
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import ASK_CONSUMER_PREFIX, now
 from modules.storage.results import rowcount
 
-QUEUED: Final = "queued"
-CONSUMED: Final = "consumed"
+QUEUED: Final = QueueStatus.QUEUED
+CONSUMED: Final = QueueStatus.CONSUMED
 QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.conversation_id,
                  PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
                  PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,
@@ -178,7 +179,7 @@ def get_message(db: Database, message_id: str) -> PendingMessageRow | None:
         return s.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
 
 
-def queued_notices(db: Database, conversation_id: str, source: str) -> list[PendingMessageRow]:
+def queued_notices(db: Database, conversation_id: str, source: MessageSource) -> list[PendingMessageRow]:
     """Completion notices of one source (`sub_agent`, `background_command`) not delivered yet."""
     with db.read() as s:
         rows = s.scalars(
@@ -187,7 +188,7 @@ def queued_notices(db: Database, conversation_id: str, source: str) -> list[Pend
                                             PendingMessageRow.type == "notice")
             .order_by(PendingMessageRow.seq)
         )
-        return [r for r in rows if (r.meta or {}).get("source") == source]
+        return [r for r in rows if r.typed_meta.source == source]
 
 
 def waiting_user_messages(db: Database, conversation_id: str, statuses: tuple[str, ...]) -> list[PendingMessageRow]:
@@ -197,7 +198,7 @@ def waiting_user_messages(db: Database, conversation_id: str, statuses: tuple[st
         rows = s.scalars(select(PendingMessageRow).where(PendingMessageRow.conversation_id == conversation_id,
                                                          PendingMessageRow.status.in_(statuses))
                          .order_by(PendingMessageRow.seq))
-        return [r for r in rows if (r.meta or {}).get("source") == "user"]
+        return [r for r in rows if r.typed_meta.source == MessageSource.USER]
 
 
 def queued_count(db: Database, agent_id: str) -> int:

@@ -7,16 +7,18 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
+from modules.event_catalogue import SuggestionsEvent
+from modules.statuses import ACTIVE_TASK_STATUSES, FINAL_TASK_STATUSES, TaskStatus
 from modules.storage.db import Database
 from modules.storage.models import Task, TaskEvent
 from modules.storage.records import new_id, now
 from modules.storage.results import rowcount
 
-# A task's states: one constant each (docs/ARCHITECTURE.md, "Where each mechanism lives").
-PENDING, RUNNING = "pending", "running"
-SUCCEEDED, FAILED, STOPPED = "succeeded", "failed", "stopped"
-ACTIVE_STATUSES = (PENDING, RUNNING)
-FINAL_STATUSES = (SUCCEEDED, FAILED, STOPPED)
+# A task's states, by their names here (defined once in modules/statuses.py).
+PENDING, RUNNING = TaskStatus.PENDING, TaskStatus.RUNNING
+SUCCEEDED, FAILED, STOPPED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED
+ACTIVE_STATUSES = ACTIVE_TASK_STATUSES
+FINAL_STATUSES = FINAL_TASK_STATUSES
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
@@ -141,7 +143,8 @@ def still_owned(db: Database, task_id: str, owner: str) -> bool:
 def offered_suggestions(db: Database, task_id: str, reply_message_id: str | None) -> list[str]:
     """The chips a task's `suggestions` event offered after the reply `reply_message_id`."""
     with db.read() as s:
-        rows = s.scalars(select(TaskEvent.data).where(TaskEvent.task_id == task_id, TaskEvent.type == "suggestions")
+        rows = s.scalars(select(TaskEvent.data)
+                         .where(TaskEvent.task_id == task_id, TaskEvent.type == SuggestionsEvent.TYPE)
                          .order_by(TaskEvent.idx.desc()))
         for data in rows:
             if isinstance(data, dict) and data.get("message_id") == reply_message_id:

@@ -14,12 +14,14 @@ from typing import Any, Final
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from modules.statuses import QueueStatus
 from modules.storage.db import Database
+from modules.storage.message_meta import RoutedTo
 from modules.storage.models import PendingMessageRow
 from modules.storage.pending_messages import QUEUED
 from modules.storage.results import rowcount
 
-ROUTING: Final = "routing"
+ROUTING: Final = QueueStatus.ROUTING
 
 
 def store_in(session: Session, values: dict[str, Any]) -> bool:
@@ -52,9 +54,9 @@ def release_in(session: Session, message_id: str, values: dict[str, Any]) -> boo
     return rowcount(done) == 1
 
 
-def record_delivery(db: Database, message_id: str, routed: dict[str, Any]) -> None:
+def record_delivery(db: Database, message_id: str, routed: RoutedTo) -> None:
     """Remember where a released message went (`route`, `delivery`, `task_id`), for `GET /api/messages/<id>`."""
     with db.write() as s:
         row = s.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
         if row is not None:
-            row.meta = {**(row.meta or {}), "routed": routed}
+            row.meta = row.typed_meta.merged(routed=routed).dump()

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from modules.event_catalogue import UsageSums
 from modules.storage.db import Database
 from modules.storage.models import Conversation, ModelUsage
 
@@ -49,7 +50,7 @@ class UsageTotals:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def as_dict(self) -> dict[str, int | float | None]:
+    def as_dict(self) -> UsageSums:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "cached_tokens": self.cached_tokens, "reasoning_tokens": self.reasoning_tokens,
                 "requests": self.requests, "estimated": self.estimated,

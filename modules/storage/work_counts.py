@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from sqlalchemy import ScalarSelect, func, select
 
+from modules.statuses import AgentState
 from modules.storage.commands import RUNNING
 from modules.storage.db import Database
 from modules.storage.models import Agent, BackgroundCommand, Conversation
 
-ACTIVE_AGENT_STATES = ("idle", "running", "waiting")  # a sub-agent not yet completed or terminated
+# A sub-agent not yet completed or terminated.
+ACTIVE_AGENT_STATES = (AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING)
 
 
 def _owner(conversation_id: str) -> ScalarSelect[int]:

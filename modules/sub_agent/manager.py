@@ -17,9 +17,11 @@ from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
 from modules.notice_fence import fenced
+from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.storage.records import new_id, now
 from modules.work_caps import CapReached, WorkCaps, check, starting
@@ -99,9 +101,9 @@ class SubAgentManager:
             id=f"done-{result.task_id}", conversation_id=agent.conversation_id, target_agent_id=agent.parent_id,
             type="notice", content=_build_sub_agent_notice_text(agent.display_name, result),
             source_display_name=agent.display_name, source_agent_id=agent.id,
-            meta={"source": "sub_agent", "visibility": "compact", "auto_message_type": "sub_agent",
-                  "sub_agent_notice": True, "sub_agent_id": agent.id, "status": result.status,
-                  "finished_at": now()},
+            meta=MessageMeta(source=MessageSource.SUB_AGENT, visibility=Visibility.COMPACT,
+                             auto_message_type="sub_agent", sub_agent_notice=True, sub_agent_id=agent.id,
+                             status=result.status, finished_at=now()),
         )
 
     def in_conversation(self, conversation_id: str) -> list[Agent]:
@@ -116,7 +118,8 @@ class SubAgentManager:
 
     def poll_updates(self, conversation_id: str) -> list[PendingMessage]:
         """Finished sub-agent runs whose notice is not delivered yet, in finish order."""
-        return [PendingMessage.from_row(r) for r in queue.queued_notices(self._db, conversation_id, "sub_agent")]
+        notices = queue.queued_notices(self._db, conversation_id, MessageSource.SUB_AGENT)
+        return [PendingMessage.from_row(r) for r in notices]
 
     def mark_terminated(self, agent_id: str) -> bool:
         """Terminate a sub-agent; what waits in its queue is discarded with it (it takes no more turns)."""

@@ -12,12 +12,15 @@ from typing import Any
 
 from pydantic import Field
 
+from modules.event_catalogue import AskUserEvent, RouteEvent, UserMessageEvent
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.multi_agent.user_questions import OpenQuestion
+from modules.statuses import Delivery, MessageSource, Route, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.sub_agent.manager import SubAgentError
 from modules.tools.base import NonBlank, ToolArguments, ToolContext, ToolSpec
@@ -32,12 +35,13 @@ def _agent_named(ctx: ToolContext, display_name: str) -> Agent | None:
     return agent if agent is not None and agent.display_name == display_name else None
 
 
-def _message(ctx: ToolContext, target: Agent, type_: str, content: str, *, source: str = "agent_message",
+def _message(ctx: ToolContext, target: Agent, type_: str, content: str, *,
+             source: MessageSource = MessageSource.AGENT_MESSAGE,
              question_id: str | None = None) -> PendingMessage:
     return PendingMessage.new(
         conversation_id=ctx.conversation_id, target_agent_id=target.id, type=type_, content=content,
         source_display_name=ctx.agent_display_name, source_agent_id=ctx.agent_id, question_id=question_id,
-        meta={"source": source, "visibility": "chat"},
+        meta=MessageMeta(source=source, visibility=Visibility.CHAT),
     )
 
 
@@ -99,7 +103,7 @@ def _send_message_to_sub_agent(ctx: ToolContext, args: SendMessageArguments) -> 
         return _error(f"no sub-agent named {args.display_name!r} in this conversation")
     try:
         routed = svc.router.route_message(target.id, _message(ctx, target, "message", args.message,
-                                                              source="guidance"))
+                                                              source=MessageSource.GUIDANCE))
     except RouteError as exc:
         return _error(str(exc))
     return {"success": True, "display_name": target.display_name, "delivery": routed.delivery}
@@ -200,8 +204,8 @@ def _ask_user(ctx: ToolContext, args: AskUserArguments) -> dict[str, Any]:
     try:
         svc.user_questions.open(ctx.conversation_id, OpenQuestion(ctx.agent_id, question_id))
         svc.states.transition(ctx.agent_id, agent_state.WAITING)
-        ctx.emit("ask_user", {"question_id": question_id, "question": question, "options": options,
-                              "display_name": ctx.agent_display_name})
+        ctx.emit(AskUserEvent(question_id=question_id, question=question, options=options,
+                              display_name=ctx.agent_display_name))
         answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
     finally:
         svc.router.end_ask(waiter)
@@ -211,11 +215,11 @@ def _ask_user(ctx: ToolContext, args: AskUserArguments) -> dict[str, Any]:
         reason = "stopped by the user" if ctx.should_stop() else \
             f"the user did not answer within {svc.settings.ask_timeout_s:g} s"
         return _error(reason, question_id=question_id)
-    ctx.emit("user_message", {"message": answer.content, "message_id": answer.id, "source": "user",
-                              "visibility": "chat", "starts_work": False,
-                              "metadata": {"question_id": question_id, "route": "hil"}})
-    ctx.emit("route", {"route": "hil", "delivery": "resolved", "target_agent": ctx.agent_display_name,
-                       "message_id": answer.id})
+    ctx.emit(UserMessageEvent(message=answer.content, message_id=answer.id, source=MessageSource.USER,
+                              visibility=Visibility.CHAT, starts_work=False,
+                              metadata=MessageMeta(question_id=question_id, route=Route.HIL).event_metadata()))
+    ctx.emit(RouteEvent(route=Route.HIL, delivery=Delivery.RESOLVED, target_agent=ctx.agent_display_name,
+                        message_id=answer.id))
     return {"success": True, "question_id": question_id, "answer": answer.content}
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from modules.config import Settings
+from modules.event_catalogue import Event
 from modules.tools.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class ToolContext:
     task_id: str = ""
     tool_call_id: str = ""
     services: AgentServices | None = None
-    emit: Callable[[str, dict[str, Any]], Any] = field(default=lambda event_type, data: None)
+    emit: Callable[[Event], Any] = field(default=lambda event: None)
 
     def require_services(self) -> AgentServices:
         if self.services is None:

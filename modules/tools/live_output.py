@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from modules.event_catalogue import Event, ToolOutputEvent
+
 LIVE_INTERVAL_S = 0.25
 LIVE_CAP_CHARS = 16_000
 
@@ -19,7 +21,7 @@ LIVE_CAP_CHARS = 16_000
 class LiveOutput:
     """Called with each chunk the command prints (and with b"" on every idle poll, to send what waits)."""
 
-    def __init__(self, emit: Callable[[str, dict[str, Any]], Any], tool_call_id: str, *,
+    def __init__(self, emit: Callable[[Event], Any], tool_call_id: str, *,
                  interval_s: float = LIVE_INTERVAL_S, cap_chars: int = LIVE_CAP_CHARS):
         self._emit = emit
         self._tool_call_id = tool_call_id
@@ -50,4 +52,4 @@ class LiveOutput:
         self._sent += len(text)
         self._done = truncated
         self._last = time.monotonic()
-        self._emit("tool_output", {"tool_call_id": self._tool_call_id, "text": text, "truncated": truncated})
+        self._emit(ToolOutputEvent(tool_call_id=self._tool_call_id, text=text, truncated=truncated))

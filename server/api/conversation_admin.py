@@ -10,10 +10,12 @@ from pathlib import Path
 from flask import Blueprint, Response
 
 from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Conversation, Message
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
@@ -104,7 +106,7 @@ def delete_conversation(conversation_id: str, user_id: int) -> Response:
 
 def _last_user_message(rt: Runtime, master_id: str) -> Message | None:
     for msg in reversed(message_store.list_messages(rt.db, master_id)):
-        if msg.role == "user" and (msg.meta or {}).get("source", "user") == "user":
+        if msg.role == "user" and msg.typed_meta.source in (None, MessageSource.USER):
             return msg
     return None
 
@@ -125,11 +127,12 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
     if last is None:
         raise ApiError(409, "nothing_to_regenerate", "the conversation has no user message to answer again")
     refuse_over_budget(rt.budgets, user_id)
-    original = (last.meta or {}).get("regenerate_of") or last.message_id
+    original = last.typed_meta.regenerate_of or last.message_id
     rt.suggestions.cancel(conv.id)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=last.content or "", source_display_name="user",
-                                 meta={"source": "user", "visibility": "hidden", "regenerate_of": original})
+                                 meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.HIDDEN,
+                                                  regenerate_of=original))
     try:
         routed = rt.router.route_message(master.id, message)
     except RouteError:

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from server.api.context import current_user_id, json_body, runtime
 from server.api.request_models import validation_context
 from server.api.response_models import ErrorBody
-from server.api.validation import RequestModel, validated
+from server.api.validation import RequestModel, validated, wire
 
 # Statuses every operation may answer: 401 when AUTH_TOKENS are set and the token is missing or unknown,
 # 403 when they are not and the Host header is not one of the server's names.
@@ -84,7 +84,7 @@ def endpoint(responses: dict[int, type[BaseModel]], *, errors: tuple[int, ...] =
             if isinstance(model, Response) or type(model) is not declared.get(status):
                 raise TypeError(f"{handler.__name__} answered {status} with {type(model).__name__}, "
                                 f"not its declared {getattr(declared.get(status), '__name__', None)}")
-            return jsonify(model.model_dump(mode="json", by_alias=True)), status
+            return jsonify(wire(model)), status
 
         api_view = cast(ApiView, view)  # a function attribute, which mypy does not model
         api_view.api_operation = operation

@@ -9,8 +9,10 @@ from typing import Any
 
 from flask import Blueprint, Response
 
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent, Conversation
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -38,9 +40,9 @@ def export_document(conv: Conversation) -> dict[str, Any]:
 
 
 def _message_markdown(msg: dict[str, Any], agent_name: str) -> str:
-    meta = msg["metadata"]
+    meta = MessageMeta.load(msg["metadata"])
     if msg["role"] == "user":
-        who = "User" if meta.get("source", "user") == "user" else f"Notice ({meta.get('source')})"
+        who = "User" if meta.source in (None, MessageSource.USER) else f"Notice ({meta.source})"
     elif msg["role"] == "assistant":
         who = agent_name
     else:

@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
+from modules.statuses import MessageSource
 from modules.storage import pending_messages
 from modules.storage.unrouted import ROUTING
 from server.api import response_models as out
@@ -15,20 +16,17 @@ from server.errors import not_found
 
 bp = Blueprint("messages", __name__, url_prefix="/api/messages")
 
-ROUTE_FIELDS = ("route", "delivery", "task_id", "agent_id", "target_agent")
-
-
 @bp.get("/<message_id>")
 @endpoint({200: out.MessageRoute}, errors=(404,))
 def get_message(message_id: str, user_id: int) -> out.MessageRoute:
     """Where a message the caller sent went: `status` is `routing` until it is routed."""
     mid = lookup_id(message_id)
     row = pending_messages.get_message(runtime().db, mid) if mid else None
-    if row is None or (row.meta or {}).get("source") != "user":
+    if row is None or row.typed_meta.source != MessageSource.USER:
         raise not_found("message")
     owned_conversation(row.conversation_id, user_id)
-    routed = (row.meta or {}).get("routed")
-    route = routed if row.status != ROUTING and isinstance(routed, dict) else None
-    fields: dict[str, Any] = {k: route.get(k) for k in ROUTE_FIELDS} if route is not None else {}
+    routed = row.typed_meta.routed
+    route = routed if row.status != ROUTING else None
+    fields: dict[str, Any] = route.model_dump() if route is not None else {}
     return out.MessageRoute(message_id=row.id, conversation_id=row.conversation_id,
                             status="routed" if route is not None else ROUTING, **fields)

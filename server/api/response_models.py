@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from modules.statuses import AgentState, CommandStatus, Delivery, QueueStatus, Route, TaskStatus
 from server.api.validation import ResponseModel
 
 Timestamp = str | None  # ISO 8601 in UTC, `...Z`
@@ -14,7 +15,10 @@ Timestamp = str | None  # ISO 8601 in UTC, `...Z`
 class ErrorBody(ResponseModel):
     """Every failure, with a 4xx/5xx status."""
 
-    success: Literal[False] = False
+    # Built by hand (server/errors.py), not dumped from the model: a key with a default may be missing.
+    sends_defaults: ClassVar[bool] = False
+
+    success: Literal[False]
     error: str = Field(description="what went wrong, for people")
     code: str = Field(description="what went wrong, for programs (API.md lists the codes)")
     retry_after_s: int | None = Field(None, description="429 `rate_limited`: seconds until it may be sent again "
@@ -49,7 +53,7 @@ class Agent(ResponseModel):
     display_name: str
     role: str
     kind: str = Field(description="`master` or `sub_agent`")
-    state: str = Field(description="`idle`, `running`, `waiting` or `completed`")
+    state: AgentState = Field(description="`idle`, `running`, `waiting` or `completed`")
     parent_id: str | None
     pending_count: int = Field(description="messages queued for the agent")
 
@@ -64,11 +68,24 @@ class ConversationList(ResponseModel):
     data: list[Conversation] = Field(description="newest first")
 
 
+class ToolFunction(ResponseModel):
+    name: str
+    arguments: str = Field(description="the model's JSON arguments, as it wrote them")
+
+
+class ToolCall(ResponseModel):
+    """A tool call of an assistant message, as the model's API spells it."""
+
+    id: str
+    type: Literal["function"]
+    function: ToolFunction
+
+
 class Message(ResponseModel):
     message_id: str
     role: str
     content: str | None
-    tool_calls: list[dict[str, Any]] | None
+    tool_calls: list[ToolCall] | None
     tool_call_id: str | None
     name: str | None
     metadata: dict[str, Any]
@@ -122,9 +139,10 @@ class SendAccepted(ResponseModel):
                                                "send of a message that was routed already")
     task_id: str | None = Field(None, description="the task that will see the message, once routed")
     agent_id: str | None = None
-    route: str | None = Field(None, description="`hil`, `fast_path` or `pipeline`, once routed")
-    delivery: str | None = Field(None, description="`resolved`, `injected_inline`, `triggered_new_turn` or `queued` "
-                                                   "(stored; its turn starts once the database is back), once routed")
+    route: Route | None = Field(None, description="`hil`, `fast_path` or `pipeline`, once routed")
+    delivery: Delivery | None = Field(None, description="`resolved`, `injected_inline`, `triggered_new_turn` or "
+                                                        "`queued` (stored; its turn starts once the database is back), "
+                                                        "once routed")
     target_agent: str | None = None
 
 
@@ -134,7 +152,7 @@ class MessageRoute(SendAccepted):
 
 class Task(ResponseModel):
     task_id: str
-    status: str = Field(description="`pending`, `running`, `succeeded`, `failed` or `stopped`")
+    status: TaskStatus = Field(description="`pending`, `running`, `succeeded`, `failed` or `stopped`")
     conversation_id: str
     agent_id: str
     task_type: str
@@ -172,7 +190,7 @@ class SubAgent(Agent):
     task: str | None
     terminated: bool
     created_at: Timestamp
-    status: str
+    status: TaskStatus | Literal["terminated"]
     last_task_id: str | None
 
 
@@ -193,7 +211,7 @@ class BackgroundCommand(ResponseModel):
     conversation_id: str
     agent_id: str
     command: str
-    status: str
+    status: CommandStatus
     exit_code: int | None
     output_tail: str
     output_truncated: bool
@@ -232,7 +250,7 @@ class QueuedMessage(ResponseModel):
 
     message_id: str
     content: str
-    status: Literal["routing", "queued"] = Field(
+    status: Literal[QueueStatus.ROUTING, QueueStatus.QUEUED] = Field(
         description="`routing`: stored, its receiver not chosen yet; `queued`: waiting in its receiver's queue")
     agent_id: str | None = Field(description="the receiver, once routed")
     target_agent: str | None

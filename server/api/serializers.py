@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from modules.statuses import AgentState, CommandStatus, TaskStatus
 from modules.storage import models as rows
 from modules.storage import tasks as task_store
 from server.api import response_models as out
@@ -25,11 +26,12 @@ def conversation_detail(conv: rows.Conversation, agents: list[out.Agent]) -> out
 
 def agent_out(agent: rows.Agent, pending_count: int = 0) -> out.Agent:
     return out.Agent(agent_id=agent.id, display_name=agent.display_name, role=agent.role, kind=agent.kind,
-                     state=agent.state, parent_id=agent.parent_id, pending_count=pending_count)
+                     state=AgentState(agent.state), parent_id=agent.parent_id, pending_count=pending_count)
 
 
 def message_out(msg: rows.Message) -> out.Message:
-    return out.Message(message_id=msg.message_id, role=msg.role, content=msg.content, tool_calls=msg.tool_calls,
+    calls = None if msg.tool_calls is None else [out.ToolCall.model_validate(call) for call in msg.tool_calls]
+    return out.Message(message_id=msg.message_id, role=msg.role, content=msg.content, tool_calls=calls,
                        tool_call_id=msg.tool_call_id, name=msg.name, metadata=msg.meta or {}, agent_id=msg.agent_id,
                        created_at=iso(msg.created_at))
 
@@ -53,12 +55,14 @@ def sub_agent_out(agent: rows.Agent, last_task: rows.Task | None) -> out.SubAgen
     return out.SubAgent(
         **agent_out(agent).model_dump(), task=agent.task, terminated=agent.terminated,
         created_at=iso(agent.created_at),
-        status="terminated" if agent.terminated else (last_task.status if last_task else task_store.PENDING),
+        status="terminated" if agent.terminated else
+        (TaskStatus(last_task.status) if last_task else task_store.PENDING),
         last_task_id=last_task.id if last_task else None)
 
 
 def command_out(cmd: rows.BackgroundCommand, output_tail: str) -> out.BackgroundCommand:
     return out.BackgroundCommand(
         command_id=cmd.id, conversation_id=cmd.conversation_id, agent_id=cmd.agent_id, command=cmd.command,
-        status=cmd.status, exit_code=cmd.exit_code, output_tail=output_tail, output_truncated=cmd.output_truncated,
+        status=CommandStatus(cmd.status), exit_code=cmd.exit_code, output_tail=output_tail,
+        output_truncated=cmd.output_truncated,
         error=cmd.error, created_at=iso(cmd.created_at), finished_at=iso(cmd.finished_at))

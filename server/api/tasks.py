@@ -23,8 +23,7 @@ def send_message(body: SendMessageBody, user_id: int) -> tuple[out.SendAccepted,
     """Send a user message.
 
     It is committed to its receiver's queue before this answers; `route` and `delivery` say where it went."""
-    answer = current_app.extensions["chat_service"].send(user_id, body)
-    return out.SendAccepted.model_validate(answer), 202
+    return current_app.extensions["chat_service"].send(user_id, body), 202
 
 
 @bp.get("")

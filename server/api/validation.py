@@ -30,6 +30,13 @@ class ResponseModel(BaseModel):
     """A JSON answer; building one with a key the model does not know is a bug, so it fails loudly."""
 
     model_config = ConfigDict(extra="forbid")
+    # Handlers send the model dumped whole: every field, null when it has no value (tools/gen_api_types.py).
+    sends_defaults: ClassVar[bool] = True
+
+
+def wire(model: BaseModel) -> dict[str, Any]:
+    """A model as JSON goes out, on every edge (a REST body, a socket acknowledgement, a stored answer)."""
+    return model.model_dump(mode="json", by_alias=True)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -5,6 +5,7 @@ closes (docs/ARCHITECTURE.md, "Layers")."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,9 +29,10 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from server.cluster import Membership
 from server.metrics import Metrics
-from server.sender import Transport
+from server.sender import EventSender, Transport
 from server.suggestions import SuggestionService
 from server.turns.event_log import EventLog
+from server.turns.types import StartTurn, Turn, TurnOutcome
 
 
 class TurnRuntime(Protocol):
@@ -61,3 +63,13 @@ class TurnRuntime(Protocol):
     def workspace(self, conversation_id: str) -> Path: ...
 
     def profile(self, role: str) -> AgentProfile: ...
+
+
+@dataclass(frozen=True)
+class TurnLoop:
+    """The loop files' two entry points (server/chat_flow_task_main.py), handed to the `TurnManager` by the
+    runtime so that the package never imports the loop that imports it: `run` runs one turn, `poll` is the
+    one place a turn starts from the agent's queue (`poll_completion_notifications`)."""
+
+    run: Callable[[TurnRuntime, Turn, EventSender], TurnOutcome]
+    poll: Callable[[TurnRuntime, str, StartTurn], str | None]

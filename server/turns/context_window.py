@@ -16,6 +16,7 @@ from modules.context import compaction
 from modules.context.budget import SUMMARY_SHARE, ContextBudget, budget_for
 from modules.context.shorten import shorten_tokens
 from modules.context.view import HistoryRow, HistoryView
+from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelError
 from modules.llm.tokens import count_messages, count_tokens, count_tools
 from modules.storage import messages as message_store
@@ -154,8 +155,8 @@ def _summarise(rt: TurnRuntime, turn: Turn, previous: Summary | None, span: list
 
 
 def _emit_compacted(sender: EventSender, summary: Summary) -> None:
-    sender.emit("context_compacted", {
-        "summary_id": summary.summary_id, "summary": summary.content, "through_seq": summary.through_seq,
-        "summarised_messages": summary.summarised_messages, "tokens_before": summary.tokens_before,
-        "tokens_after": summary.tokens_after,
-    })
+    sender.emit(ContextCompactedEvent(
+        summary_id=summary.summary_id, summary=summary.content, through_seq=summary.through_seq,
+        summarised_messages=summary.summarised_messages, tokens_before=summary.tokens_before,
+        tokens_after=summary.tokens_after,
+    ))

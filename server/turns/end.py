@@ -22,9 +22,19 @@ from typing import Any, TypedDict, TypeVarTuple
 from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND
+from modules.event_catalogue import (
+    BusySubAgent,
+    ErrorEvent,
+    Event,
+    SubAgentWaitingEvent,
+    TaskCompleteEvent,
+    TaskEndEvent,
+    UsageSums,
+)
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import PendingMessage
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -56,7 +66,7 @@ class _Facts:
     """What the end reads before its transaction (none of it is written there)."""
 
     flags: BackgroundFlags
-    busy_sub_agents: list[dict[str, Any]]
+    busy_sub_agents: list[BusySubAgent]
     result: TurnResult | None
     notice: PendingMessage | None
     awaited: bool
@@ -110,16 +120,16 @@ def after_commit(step: Callable[[*Ts], object], *args: *Ts) -> None:
 
 def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:
     flags = background_flags(rt, turn.conversation_id)
-    busy = []
+    busy: list[BusySubAgent] = []
     if turn.kind == MASTER_KIND:
-        busy = [{"agent_id": a.id, "display_name": a.display_name, "summary": (a.task or "")[:200]}
+        busy = [BusySubAgent(agent_id=a.id, display_name=a.display_name, summary=(a.task or "")[:200])
                 for a in rt.sub_agents.running(turn.conversation_id)]
     if turn.kind == MASTER_KIND or turn.parent_id is None:
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
     # the user had with it directly, nor for one its master terminated).
     final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
-                  if m.role == "assistant" and m.content and (m.meta or {}).get("task_id") == turn.task_id), "")
+                  if m.role == "assistant" and m.content and m.typed_meta.task_id == turn.task_id), "")
     result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
                         error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - turn.started)
     if waiters.awaited(turn.agent_id):
@@ -131,7 +141,7 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
 
 
 def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts,
-            usage: dict[str, Any], *, retried: bool) -> _Ended | None:
+            usage: UsageSums, *, retried: bool) -> _Ended | None:
     me = rt.membership.process_id
     with rt.event_log.exclusive(turn.task_id), rt.db.write() as s:
         # First the status, by compare-and-set: a process that took this task over (it judged us gone)
@@ -147,17 +157,17 @@ def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnO
         # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
         queue.requeue_answers_taken_after_in(s, turn.agent_id, message_store.last_written_at_in(s, turn.agent_id))
         change = _release_in(rt, s, turn.agent_id, outcome)
-        events: list[tuple[str, dict[str, Any]]] = []
+        events: list[Event] = []
         if change is not None:
-            events.append(("agent_state", state_event(change)))
+            events.append(state_event(change))
         if facts.busy_sub_agents:
-            events.append(("sub_agent_waiting", {"count": len(facts.busy_sub_agents), "tasks": facts.busy_sub_agents}))
+            events.append(SubAgentWaitingEvent(count=len(facts.busy_sub_agents), tasks=facts.busy_sub_agents))
         if outcome.status == SUCCEEDED:
-            events.append(("task_complete", {**facts.flags, "usage": usage}))
+            events.append(TaskCompleteEvent(**facts.flags, usage=usage))
         elif outcome.status == STOPPED:
-            events.append(("task_stopped", {**facts.flags}))
+            events.append(TaskEndEvent(**facts.flags))
         else:
-            events.append(("error", {**(outcome.error or {}), **facts.flags}))
+            events.append(ErrorEvent.of(outcome.error, **facts.flags))
         payloads = sender.payloads(events)
         first_idx = rt.event_log.append_in(s, turn.task_id, payloads)
         if facts.notice is not None:
@@ -178,9 +188,9 @@ def _suggest(rt: TurnRuntime, turn: Turn) -> None:
     """Suggestions follow a reply to the user: a turn that a user message started or joined."""
     history = message_store.list_messages(rt.db, turn.agent_id)
     start = turn.drained[0].seq
-    user = [m for m in history if m.seq >= start and m.role == "user" and (m.meta or {}).get("source") == "user"]
+    user = [m for m in history if m.seq >= start and m.role == "user" and m.typed_meta.source == MessageSource.USER]
     reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
-                  and (m.meta or {}).get("task_id") == turn.task_id), None)
+                  and m.typed_meta.task_id == turn.task_id), None)
     if not user or reply is None:
         return
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,

@@ -27,6 +27,7 @@ from sqlalchemy import Table
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from modules.event_catalogue import ReasoningChunkEvent, TextChunkEvent
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 Deliver = Callable[[int], None]
 # Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
 _TASK_EVENTS = cast(Table, TaskEvent.__table__)
-CHUNK = "text_chunk"
-REASONING_CHUNK = "reasoning_chunk"  # the model's thinking as it streams, coalesced the same way
+CHUNK = TextChunkEvent.TYPE
+REASONING_CHUNK = ReasoningChunkEvent.TYPE  # the model's thinking as it streams, coalesced the same way
 CHUNK_TYPES = (CHUNK, REASONING_CHUNK)
 
 
@@ -116,6 +117,8 @@ class EventLog:
         first one's index. Call under `exclusive`, and `forget` the task once that transaction ended."""
         idx = task_store.next_event_idx_in(session, task_id)
         task_store.insert_events_in(session, task_id, idx, events)
+        with self._guard:  # an event that follows before `forget` (suggestions) reads its index from the log
+            self._next.pop(task_id, None)
         return idx
 
     def forget(self, task_id: str) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from modules.llm import ToolCall
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
+from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Message
 from server.turns.context import TurnRuntime
@@ -26,7 +27,7 @@ def turn_is_ours(rt: TurnRuntime, turn: Turn) -> bool:
 
 
 def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, content: str,
-                              tool_calls: list[ToolCall], *, meta: dict[str, Any] | None = None) -> Message | None:
+                              tool_calls: list[ToolCall], *, meta: MessageMeta | None = None) -> Message | None:
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         for call in tool_calls
@@ -34,7 +35,8 @@ def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, cont
     if not content and not calls:
         return None
     draft = MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,
-                         message_id=message_id, meta={"task_id": turn.task_id, **(meta or {})})
+                         message_id=message_id,
+                         meta=(meta or MessageMeta()).model_copy(update={"task_id": turn.task_id}))
     return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
 
 

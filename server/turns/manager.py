@@ -1,12 +1,13 @@
 """The TurnManager starts, runs and ends the turns of this process (docs/ARCHITECTURE.md, "The turn package").
 
-A turn is one task of one agent. Turns start in one place, `create_chat_task`: one
-transaction claims the idle agent by compare-and-set, creates the task and drains
-the agent's whole queue into its history. The first N-1 drained messages are
-preceding notices (`starts_work: false`), the last is the trigger; the task's event
-log begins with all N, in order. The loop is server/chat_flow_task_main.py; a turn
-ends in server/turns/end.py, then `_finish` runs the end-of-turn poller; one whose
-thread died is ended by server/turns/recovery.py.
+A turn is one task of one agent. Turns start in one place: `create_chat_task` hands the
+manager's claim to the loop's poller (`poll_completion_notifications`,
+server/chat_flow_task_main.py), which collects the agent's whole queue inside the claim's
+transaction (the idle agent claimed by compare-and-set, the task created): the first N-1
+messages become preceding notices (`starts_work: false`), the last the trigger; the
+task's event log begins with all N, in order. The loop comes in as a `TurnLoop`, so this
+package does not import it; a turn ends in server/turns/end.py, then `_finish` starts
+the follow-up turn the same way; one whose thread died is ended by server/turns/recovery.py.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
 from modules.peer_signals import STOP
+from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
-from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
-from server.sender import TaskEventSender
-from server.turns.context import TurnRuntime
+from server.sender import TaskEventSender, to_room
+from server.turns.context import TurnLoop, TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
 from server.turns.events import emit_pending_count, emit_user_messages, state_event
 from server.turns.recovery import Recovery
-from server.turns.types import FAILED, STOPPED, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, Collect, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiter, TurnWaiters
 
 log = logging.getLogger(__name__)
@@ -52,10 +53,11 @@ class _Live(NamedTuple):
 
 class TurnManager:
     """Built by `Runtime` before the router, which it only uses once turns run: it takes nothing from `rt`
-    here but the agent states it listens to."""
+    here but the agent states it listens to. `loop`: how a turn runs and where it starts (`TurnLoop`)."""
 
-    def __init__(self, rt: TurnRuntime):
+    def __init__(self, rt: TurnRuntime, loop: TurnLoop):
         self._rt = rt
+        self._loop = loop
         self._lock = threading.RLock()
         self._running: dict[str, _Live] = {}
         self._by_agent: dict[str, str] = {}
@@ -88,13 +90,17 @@ class TurnManager:
 
     # -- starting a turn ---------------------------------------------------
     def create_chat_task(self, agent_id: str) -> str | None:
-        """Start a turn for an idle/completed agent that has queued messages; its task id, or None
-        when the agent is busy, has nothing queued, or another caller won the claim."""
+        """Start a turn for an idle/completed agent on what is queued for it; its task id, or None when the
+        agent is busy, has nothing queued, or another caller won the claim. What the turn takes from the queue
+        is decided by the loop's poller (`poll_completion_notifications`), the one place that does it."""
+        return self._loop.poll(self._rt, agent_id, self._claim)
+
+    def _claim(self, agent_id: str, collect: Collect) -> str | None:
+        """Claim the agent, create its task and `collect` the messages the turn starts on, in one transaction;
+        the task is then run on a thread of its own. None when there is no turn to start."""
         rt = self._rt
         agent = agent_store.get_agent(rt.db, agent_id)
         if agent is None or agent.terminated or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
-            return None
-        if not rt.router.has_queued(agent_id):
             return None
         task_id = new_id()
         with self._lock:
@@ -112,12 +118,11 @@ class TurnManager:
                 task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
                                                  task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
                                                  owner=rt.membership.process_id, task_id=task_id)
-                drained = rt.router.drain_to_history_in(s, agent_id, agent.conversation_id, task.id,
-                                                        last_starts_work=True)
+                drained = collect(s, agent, task.id)
                 if not drained:
                     raise _NoTurn
                 task.trigger_message_id = drained[-1].message_id
-                from_user = all((m.meta or {}).get("source") == "user" for m in drained)
+                from_user = all(m.typed_meta.source == MessageSource.USER for m in drained)
                 task.meta = {"message_ids": [m.message_id for m in drained], "from_user": from_user}
             self._register(task, agent, drained, from_user)
         except _NoTurn:
@@ -170,7 +175,7 @@ class TurnManager:
                         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": turn.display_name,
                         "gen_ai.agent.id": turn.agent_id, "gen_ai.conversation.id": turn.conversation_id,
                         "chat.task_id": task_id}) as span:
-                    outcome = handle_task_with_sender(rt, turn, sender)
+                    outcome = self._loop.run(rt, turn, sender)
                     if span is not None:
                         span.set_attribute("chat.task_status", outcome.status)
         except (OperationalError, InterfaceError):
@@ -186,7 +191,7 @@ class TurnManager:
         agent's single follow-up turn."""
         self._rt.metrics.turns_ended.labels(outcome.status).inc()
         if finish_turn(self._rt, turn, sender, outcome, self._waiters):
-            after_commit(poll_completion_notifications, self._rt, turn.agent_id, self.create_chat_task)
+            after_commit(self._loop.poll, self._rt, turn.agent_id, self._claim)
 
     def _forget(self, task_id: str) -> None:
         with self._lock:
@@ -214,10 +219,9 @@ class TurnManager:
             task_id = self._by_agent.get(change.agent_id)
             live = self._running.get(task_id) if task_id else None
         if live is not None:
-            live.sender.emit("agent_state", state_event(change))
+            live.sender.emit(state_event(change))
         else:
-            self._rt.transport.emit("agent_state", {**state_event(change), "conversation_id": change.conversation_id},
-                                    change.conversation_id)
+            to_room(self._rt.transport, state_event(change, in_room=True), change.conversation_id)
 
     # -- stopping and recovery -------------------------------------------------
     def stop(self, task_id: str) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modules.agents.profiles import MASTER_KIND
+from modules.event_catalogue import ErrorEvent, Event, TaskEndEvent
 from modules.multi_agent import agent_state
 from modules.multi_agent.pending import PendingMessage
 from modules.storage import agents as agent_store
@@ -27,7 +28,7 @@ from modules.sub_agent.manager import TurnResult
 from modules.tools.run_command import partial_output
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
-from server.turns.end import STOP_REASON
+from server.turns.end import STOP_REASON, BackgroundFlags
 from server.turns.events import state_event
 from server.turns.history import close_open_tool_calls_in
 from server.turns.types import FAILED, STOPPED
@@ -39,7 +40,7 @@ CRASH_REASON = "failed: the turn stopped unexpectedly while this call was open"
 INTERRUPTED = {"code": "interrupted", "message": "the server process running this task stopped"}
 TURN_CRASHED = {"code": "turn_crashed",
                 "message": "the turn stopped unexpectedly inside the server; the watchdog ended it"}
-_NO_BACKGROUND = {"has_running_sub_agents": False, "has_running_background_commands": False}
+_NO_BACKGROUND = BackgroundFlags(has_running_sub_agents=False, has_running_background_commands=False)
 
 
 class Recovery:
@@ -99,9 +100,8 @@ class Recovery:
                 close_open_tool_calls_in(s, task.conversation_id, task.agent_id, call_reason,
                                          self._partial_output(task.agent_id))
                 released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)
-            events = [("agent_state", state_event(released))] if released is not None else []
-            final = (("task_stopped", _NO_BACKGROUND) if status == STOPPED
-                     else ("error", {**(error or {}), **_NO_BACKGROUND}))
+            events: list[Event] = [state_event(released)] if released is not None else []
+            final = TaskEndEvent(**_NO_BACKGROUND) if status == STOPPED else ErrorEvent.of(error, **_NO_BACKGROUND)
             payloads = sender.payloads([*events, final])
             first = rt.event_log.append_in(s, task.id, payloads)
         rt.event_log.forget(task.id)

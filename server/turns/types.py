@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from modules.agents.profiles import MASTER_KIND, AgentProfile
-from modules.storage.models import Message
+from modules.statuses import TaskStatus
+from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
-__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Turn", "TurnOutcome"]
+__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Collect", "StartTurn", "Turn", "TurnOutcome"]
+
+Collect = Callable[[Session, Agent, str], list[Message]]
+"""Inside the transaction that claims `agent` for the new task `task_id`: the messages its turn starts on."""
+
+StartTurn = Callable[[str, Collect], str | None]
+"""The TurnManager's claim of an idle agent, given what to collect: the new task's id, or None."""
 
 
 @dataclass
@@ -39,5 +49,5 @@ class Turn:
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    status: str
+    status: TaskStatus
     error: dict[str, Any] | None = None

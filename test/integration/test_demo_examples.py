@@ -1,5 +1,5 @@
 """The offline demo model's example phrases, each through the real server with no API key, and every
-event the server sends meanwhile checked against the event catalogue (server/event_types.py)."""
+event the server sends meanwhile checked against the event catalogue (modules/event_catalogue.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import socketio
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
+from modules.event_catalogue import EVENTS, wire_model
 from modules.llm.demo_model import (
     EXAMPLE_ASK_USER,
     EXAMPLE_BACKGROUND_COMMAND,
@@ -17,19 +18,18 @@ from modules.llm.demo_model import (
     EXAMPLE_SUB_AGENT_QUESTION,
     EXAMPLES,
 )
-from server.event_types import EVENTS
 from test.conftest import wait_until
 
-ADAPTERS = {name: TypeAdapter(td) for name, td in EVENTS.items()}
+MODELS = {name: wire_model(cls) for name, cls in EVENTS.items()}
 
 
 def conforms(event_type: str, data: dict[str, Any]) -> str | None:
     """Why the event does not match the catalogue, or None."""
-    adapter = ADAPTERS.get(event_type)
-    if adapter is None:
+    model = MODELS.get(event_type)
+    if model is None:
         return f"{event_type} is not in the catalogue"
     try:
-        adapter.validate_python(data, strict=True)
+        model.model_validate(data, strict=True)
     except ValidationError as exc:
         return f"{event_type}: {exc}"
     return None

@@ -4,9 +4,8 @@ server against a scripted model that refuses, as providers do, every request lon
 from __future__ import annotations
 
 import pytest
-from pydantic import TypeAdapter
 
-from server.event_types import ContextCompactedEvent
+from modules.event_catalogue import ContextCompactedEvent, wire_model
 from test.scripted_llm import text
 from test.scripted_steps import text_of
 from test.windowed_model import OVERFLOW_ANSWERS, WindowedModel
@@ -41,7 +40,7 @@ def test_a_conversation_that_outgrows_the_window_goes_on_with_its_older_part_sum
     assert compacted and model.summaries == len(compacted)  # one summary request each
     assert all(c["tokens_after"] < c["tokens_before"] and c["summary"] for c in compacted)
     for event in compacted:
-        TypeAdapter(ContextCompactedEvent).validate_python(event)  # as the catalogue says
+        wire_model(ContextCompactedEvent).model_validate(event)  # as the catalogue says
     assert max(model.sizes) <= WINDOW * 3 // 4  # the window less the reply's reserve
     stored = server.get(f"/api/conversations/{cid}/messages").json()["data"]
     assert [m["content"].split(":")[0] for m in stored if m["role"] == "user"] == [f"turn {n}" for n in range(1, 31)]

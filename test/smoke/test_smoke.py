@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The names a reader of docs/ARCHITECTURE.md looks for, where it says they are.
 ENTRY_POINTS = {
-    "server.app": ["create_app"],
+    "server.app": ["create_app", "ChatServer"],
     "server.runtime": ["Runtime"],
     "server.chat_flow_task_main": ["handle_task_with_sender", "poll_completion_notifications"],
     "server.chat_flow_tool_loop": ["execute_tool_calls", "inject_runtime_user_message"],

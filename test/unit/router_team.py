@@ -10,9 +10,11 @@ from pathlib import Path
 from modules.agents.profiles import load_profiles
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
 from modules.sub_agent.manager import SubAgentManager
 from modules.tools.agent_tools import AGENT_TOOLS
@@ -35,10 +37,10 @@ def router_database(kind: str, tmp_path: Path) -> Iterator[Database]:
 class Team:
     """A conversation with its master and `n` InfoAgent sub-agents, on a real router."""
 
-    def __init__(self, db: Database, n: int):
+    def __init__(self, db: Database, n: int, hooks: RouterHooks | None = None):
         self.db = db
         self.states = AgentStates(db)
-        self.router = MessageRouter(db)
+        self.router = MessageRouter(db, hooks=hooks)
         user = get_or_create_user(db, "alice")
         self.conv, self.master = conversations.create_conversation(db, user.id, "router")
         profiles = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
@@ -50,7 +52,7 @@ class Team:
         return PendingMessage.new(
             conversation_id=self.conv.id, target_agent_id=target.id, type=type_, content=content,
             source_display_name=source.display_name, source_agent_id=source.id, question_id=question_id,
-            meta={"source": source_kind, "visibility": "chat"},
+            meta=MessageMeta(source=source_kind, visibility="chat"),
         )
 
     def user_history(self, agent) -> list:

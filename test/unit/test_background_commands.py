@@ -12,6 +12,7 @@ from pathlib import Path
 from modules import background_command_manager as bcm
 from modules.background_command_manager import BackgroundCommandManager
 from modules.multi_agent.message_router import MessageRouter
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import conversations, processes
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
@@ -34,9 +35,9 @@ def _setup(tmp_path, url=None):
     db = Database(url or f"sqlite:///{tmp_path / 'app.db'}")
     db.migrate()
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    router = MessageRouter(db)
     delivered = []
-    router.wake = lambda agent_id: delivered.append(agent_id) or None  # the agent stays idle: notices wait
+    # the agent stays idle: notices wait
+    router = MessageRouter(db, hooks=RouterHooks(wake=lambda agent_id: delivered.append(agent_id) or None))
     manager = BackgroundCommandManager(db, router, sandbox=SANDBOX, logs_dir=tmp_path / "logs", tail_chars=1000,
                                        spawn=_spawn,
                                        owner="proc-1")

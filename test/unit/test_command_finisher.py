@@ -92,7 +92,7 @@ def test_a_wave_is_one_transaction_and_one_delivery_per_agent(team):
     manager._submit(_finish(ids[4], t0 + 4))
     assert db.writes == 1, "a wave of finishes must be written in one transaction"
     # One delivery per agent, of its last notice (delivery drains the agent's whole queue).
-    assert sorted(n.meta["command_id"] for n in delivered) == sorted([ids[2], ids[4]])
+    assert sorted(n.meta.command_id for n in delivered) == sorted([ids[2], ids[4]])
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == ids[:3]
     assert [r.meta["command_id"] for r in queue.list_queued(db, sub.id)] == ids[3:]
 
@@ -119,7 +119,7 @@ def test_notices_queue_in_the_order_the_commands_ended(team):
     t0 = now()
     manager._finish_reliably([_finish(ids[0], t0 + 2), _finish(ids[1], t0), _finish(ids[2], t0 + 1)])
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == [ids[1], ids[2], ids[0]]
-    assert [n.meta["command_id"] for n in delivered] == [ids[0]]
+    assert [n.meta.command_id for n in delivered] == [ids[0]]
 
 
 def test_an_outage_is_retried_until_the_finish_and_its_notice_are_recorded_once(team, monkeypatch, caplog):
@@ -164,7 +164,7 @@ def test_a_command_past_its_timeout_ends_timed_out_and_says_so(team, tmp_path):
     assert notice.meta["status"] == "timed_out"
     assert notice.content.startswith(f"[Background command {command_id[:8]} timed_out")
     assert "timed out after 3 s" in notice.content and "begun" in notice.content
-    assert [n.meta["command_id"] for n in delivered] == [command_id]
+    assert [n.meta.command_id for n in delivered] == [command_id]
 
 
 def _refusing(manager, refused, times=1):
@@ -226,7 +226,7 @@ def test_one_failed_delivery_keeps_no_other_agent_asleep_and_says_which(team, ca
     manager._router.deliver = deliver
     with caplog.at_level(logging.ERROR, logger=bcm.__name__):
         manager._finish_reliably([_finish(ids[0], now()), _finish(ids[1], now() + 1)])
-    assert [n.meta["command_id"] for n in delivered] == [ids[1]]
+    assert [n.meta.command_id for n in delivered] == [ids[1]]
     assert [r.getMessage() for r in caplog.records] == [
         f"could not deliver the notice of {ids[0]} to agent {master.id}"]
     assert len(queue.list_queued(db, master.id)) == 1  # stored: the membership sweep wakes its agent

@@ -52,8 +52,8 @@ class Sender:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict]] = []
 
-    def emit(self, event_type, data):
-        self.events.append((event_type, data))
+    def emit(self, event):
+        self.events.append((event.TYPE, event.data()))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The event catalogue (server/event_types.py) and its generated TypeScript (frontend/src/generated/events.ts)."""
+"""The event catalogue (modules/event_catalogue.py) and its generated TypeScript (frontend/src/generated/events.ts)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from server.event_types import EVENTS
+from modules.event_catalogue import EVENTS, TextChunkEvent, TextEndEvent, wire_model
 from tools.gen_event_types import OUTPUT, ROOT, render
 
 
 def test_generated_typescript_is_current():
-    """Fails when server/event_types.py changed and the generator was not run."""
+    """Fails when modules/event_catalogue.py changed and the generator was not run."""
     assert OUTPUT.read_text() == render(), "run .venv/bin/python tools/gen_event_types.py"
 
 
@@ -40,11 +40,21 @@ def test_every_event_type_is_in_the_union():
 
 
 def test_catalogue_refuses_unknown_and_missing_fields():
-    adapter = TypeAdapter(EVENTS["text_chunk"])
+    model = wire_model(TextChunkEvent)
     good = {"task_id": "t", "conversation_id": "c", "agent_id": "a", "message_id": "m", "content": "x"}
-    adapter.validate_python(good)
-    adapter.validate_python({**good, "idx": 3})
+    model.model_validate(good, strict=True)
+    model.model_validate({**good, "idx": 3}, strict=True)
     with pytest.raises(ValidationError):
-        adapter.validate_python({**good, "surprise": 1})
+        model.model_validate({**good, "surprise": 1}, strict=True)
     with pytest.raises(ValidationError):
-        adapter.validate_python({k: v for k, v in good.items() if k != "content"})
+        model.model_validate({k: v for k, v in good.items() if k != "content"}, strict=True)
+
+
+def test_an_optional_field_is_left_out_when_none_and_never_sent_as_null():
+    assert TextEndEvent(message_id="m", content="c").data() == {"message_id": "m", "content": "c"}
+    assert TextEndEvent(message_id="m", content="c", partial=True).data()["partial"] is True
+    envelope = {"task_id": "t", "conversation_id": "c", "agent_id": "a"}
+    with pytest.raises(ValidationError):
+        wire_model(TextEndEvent).model_validate({**envelope, "message_id": "m", "content": "c", "partial": None},
+                                                strict=True)
+

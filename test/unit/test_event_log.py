@@ -9,6 +9,14 @@ import threading
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from modules.event_catalogue import (
+    AiMessageStartEvent,
+    ReasoningChunkEvent,
+    TaskEndEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    ToolStartEvent,
+)
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.models import TaskEvent
@@ -74,7 +82,7 @@ def test_concurrent_tasks_share_transactions_and_each_delivers_durable_events_in
         sender = _sender(log, transport, task_id, conv, master)
         start.wait(WAIT_S)
         for i in range(EVENTS):
-            sender.emit("tool_start", {"n": i})
+            sender.emit(ToolStartEvent(tool_call_id=str(i), name="t", arguments="{}"))
 
     threads = [threading.Thread(target=stream, args=(t,)) for t in task_ids]
     for t in threads:
@@ -85,7 +93,7 @@ def test_concurrent_tasks_share_transactions_and_each_delivers_durable_events_in
     for task_id in task_ids:
         got = transport.of(task_id)
         assert [d["idx"] for _, d in got] == list(range(EVENTS))
-        assert [d["n"] for _, d in got] == list(range(EVENTS))
+        assert [d["tool_call_id"] for _, d in got] == [str(i) for i in range(EVENTS)]
         assert [e.idx for e in task_store.list_events(db, task_id)] == list(range(EVENTS))
     assert log.writer.rows == TASKS * EVENTS
     assert log.writer.batches < TASKS * EVENTS  # writers of different tasks shared transactions
@@ -114,14 +122,14 @@ def test_chunks_of_one_message_become_one_event_and_other_events_keep_their_plac
     log, transport = EventLog(db, flush_s=30.0), Recorder(db)  # only other events end the window here
     (task_id,) = _tasks(db, conv, master, 1)
     sender = _sender(log, transport, task_id, conv, master)
-    sender.emit("ai_message_start", {"message_id": "m1"})
+    sender.emit(AiMessageStartEvent(message_id="m1", display_name="Master"))
     for piece in ("Hel", "lo, ", "wor"):
-        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
-    sender.emit("tool_start", {"tool_call_id": "c1"})
+        sender.emit(TextChunkEvent(message_id="m1", content=piece))
+    sender.emit(ToolStartEvent(tool_call_id="c1", name="t", arguments="{}"))
     for piece in ("ld", "!"):
-        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
-    sender.emit("text_chunk", {"message_id": "m2", "content": "next"})  # another message: not merged
-    sender.emit("text_end", {"message_id": "m2", "content": "next"})
+        sender.emit(TextChunkEvent(message_id="m1", content=piece))
+    sender.emit(TextChunkEvent(message_id="m2", content="next"))  # another message: not merged
+    sender.emit(TextEndEvent(message_id="m2", content="next"))
 
     expected = [("ai_message_start", None), ("text_chunk", "Hello, wor"), ("tool_start", None),
                 ("text_chunk", "ld!"), ("text_chunk", "next"), ("text_end", "next")]
@@ -139,10 +147,10 @@ def test_thinking_chunks_are_coalesced_apart_from_the_text_chunks_of_the_same_me
     (task_id,) = _tasks(db, conv, master, 1)
     sender = _sender(log, transport, task_id, conv, master)
     for piece in ("I th", "ink", " so."):
-        sender.emit("reasoning_chunk", {"message_id": "m1", "content": piece})
+        sender.emit(ReasoningChunkEvent(message_id="m1", content=piece))
     for piece in ("Ye", "s."):
-        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
-    sender.emit("text_end", {"message_id": "m1", "content": "Yes."})
+        sender.emit(TextChunkEvent(message_id="m1", content=piece))
+    sender.emit(TextEndEvent(message_id="m1", content="Yes."))
 
     expected = [("reasoning_chunk", "I think so."), ("text_chunk", "Yes."), ("text_end", "Yes.")]
     assert [(e.type, e.data.get("content")) for e in task_store.list_events(db, task_id)] == expected
@@ -154,8 +162,8 @@ def test_a_chunk_goes_out_when_its_window_ends_without_another_event(team):
     log, transport = EventLog(db, flush_s=0.05), Recorder(db)
     (task_id,) = _tasks(db, conv, master, 1)
     sender = _sender(log, transport, task_id, conv, master)
-    sender.emit("text_chunk", {"message_id": "m1", "content": "a"})
-    sender.emit("text_chunk", {"message_id": "m1", "content": "b"})
+    sender.emit(TextChunkEvent(message_id="m1", content="a"))
+    sender.emit(TextChunkEvent(message_id="m1", content="b"))
     transport.wait_for(1, task_id)
     assert [(t, d["content"], d["idx"]) for t, d in transport.of(task_id)] == [("text_chunk", "ab", 0)]
     assert transport.not_durable == []
@@ -166,9 +174,10 @@ def test_a_tasks_end_written_in_its_own_transaction_comes_after_a_waiting_chunk(
     log, transport = EventLog(db, flush_s=30.0), Recorder(db)
     (task_id,) = _tasks(db, conv, master, 1)
     sender = _sender(log, transport, task_id, conv, master)
-    sender.emit("text_chunk", {"message_id": "m1", "content": "partial"})
+    sender.emit(TextChunkEvent(message_id="m1", content="partial"))
     with log.exclusive(task_id), db.write() as s:  # as the end of a turn writes it (turn_end)
-        first = log.append_in(s, task_id, sender.payloads([("task_stopped", {})]))
+        end = TaskEndEvent(has_running_sub_agents=False, has_running_background_commands=False)
+        first = log.append_in(s, task_id, sender.payloads([end]))
     assert first == 1
     assert [(e.idx, e.type) for e in task_store.list_events(db, task_id)] == [(0, "text_chunk"), (1, "task_stopped")]
     assert [(t, d["content"]) for t, d in transport.of(task_id)] == [("text_chunk", "partial")]
@@ -180,6 +189,20 @@ def test_without_a_window_every_chunk_is_its_own_event(team):
     (task_id,) = _tasks(db, conv, master, 1)
     sender = _sender(log, transport, task_id, conv, master)
     for piece in ("a", "b"):
-        sender.emit("text_chunk", {"message_id": "m1", "content": piece})
+        sender.emit(TextChunkEvent(message_id="m1", content=piece))
     assert [(e.type, e.data["content"]) for e in task_store.list_events(db, task_id)] == [
         ("text_chunk", "a"), ("text_chunk", "b")]
+
+
+def test_an_event_after_the_tasks_end_follows_the_ends_events_in_the_log(team):
+    """The end's events are written inside its transaction (`append_in`); an event that follows before the
+    task is forgotten (suggestions, whose model may answer at once) takes the next index, not one of theirs."""
+    db, conv, master = team
+    log = EventLog(db)
+    [task_id] = _tasks(db, conv, master, 1)
+    assert log.append(task_id, "text_end", {"content": "done"}) == 0
+    with log.exclusive(task_id), db.write() as s:
+        assert log.append_in(s, task_id, [("agent_state", {}), ("task_complete", {})]) == 1
+    assert log.append(task_id, "suggestions", {"questions": ["more?"]}) == 3
+    assert [e.type for e in task_store.list_events(db, task_id, 0, 10)] == [
+        "text_end", "agent_state", "task_complete", "suggestions"]

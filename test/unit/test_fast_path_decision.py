@@ -13,6 +13,7 @@ from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.session_store import SessionStore
 from test.unit.teams import conversation_with_sub_agent
@@ -73,7 +74,7 @@ def test_a_terminated_sub_agent_is_no_target(team):
 
 def _reply(db, conv, agent, text, task_id="t-1"):
     [msg] = message_store.append_messages(db, conv.id, agent.id, [
-        MessageDraft(role="assistant", content=text, meta={"task_id": task_id})])
+        MessageDraft(role="assistant", content=text, meta=MessageMeta(task_id=task_id))])
     return msg
 
 

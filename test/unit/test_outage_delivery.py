@@ -10,6 +10,7 @@ from modules.multi_agent.message_router import QUEUED, MessageRouter, PendingMes
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database, DatabaseUnavailable
+from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
 
 
@@ -25,7 +26,7 @@ def test_a_message_stored_before_the_database_went_away_is_queued(tmp_path, monk
 
     monkeypatch.setattr(router, "deliver", gone)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
-                                 content="hello", source_display_name="user", meta={"source": "user"})
+                                 content="hello", source_display_name="user", meta=MessageMeta(source="user"))
     with caplog.at_level(logging.WARNING, logger=message_router.__name__):
         routed = router.route_message(master.id, message)
     assert routed.delivery == QUEUED and routed.task_id is None

@@ -11,6 +11,7 @@ import pytest
 
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import INJECTED_INLINE, RESOLVED, PendingMessage
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import pending_messages as queue
 from test.unit.router_team import Team, router_database, run_threads
 
@@ -191,10 +192,9 @@ def test_an_answer_taken_just_as_its_ask_ends_goes_back_to_the_queue(db, monkeyp
 def test_an_answer_put_back_after_a_peer_signal_is_delivered_again(db, monkeypatch):
     """The answer came from another process (found by the signal's rescan, not by `deliver`): once put back,
     the receiver still gets it, here by a new turn of the now idle agent."""
-    team = Team(db, 1)
-    sub = team.subs[0]
     woken = []
-    team.router.wake = lambda agent_id: woken.append(agent_id)
+    team = Team(db, 1, hooks=RouterHooks(wake=lambda agent_id: woken.append(agent_id)))
+    sub = team.subs[0]
     waiter = team.router.begin_ask(sub.id, "q_2", team.master.id)
     answer = team.message(team.master, sub, "Porto", "answer", question_id="q_2")
     with db.write() as s:

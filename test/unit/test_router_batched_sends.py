@@ -17,6 +17,7 @@ from modules.multi_agent.message_router import INJECTED_INLINE, MessageRouter, P
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
 from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.unit.teams import conversation_with_sub_agent
@@ -33,7 +34,7 @@ def team(request, tmp_path) -> Iterator[tuple]:
 
 def _message(conv, target_id: str, content: str) -> PendingMessage:
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=target_id, type="message", content=content,
-                              source_display_name="user", meta={"source": "user"})
+                              source_display_name="user", meta=MessageMeta(source="user"))
 
 
 def test_sends_of_one_batch_each_hear_their_own_answer(team):

@@ -4,6 +4,7 @@ in its receiver's history, and the settle window that turns a wave of completion
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,16 +21,18 @@ from modules.multi_agent.message_router import (
     history_draft,
     history_text,
 )
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.unit.teams import conversation_with_sub_agent
 
 
 def msg(type_="message", source="agent_message", content="hi", question_id=None, **meta):
     return PendingMessage.new(conversation_id="c", target_agent_id="a", type=type_, content=content,
                               source_display_name="InfoAgent_1", source_agent_id="s", question_id=question_id,
-                              meta={"source": source, **meta})
+                              meta=MessageMeta.load({"source": source, **meta}))
 
 
 @pytest.mark.parametrize(("message", "text"), [
@@ -51,11 +54,11 @@ def test_the_history_entry_keeps_the_messages_id_and_says_where_it_came_from():
     draft = history_draft(msg(type_="ask", question_id="q_9", visibility="compact", route="hil", extra=1),
                           starts_work=True)
     assert draft.role == "user" and draft.message_id is not None
-    assert draft.meta == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
-                          "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
-                          "question_id": "q_9"}
+    assert draft.meta.dump() == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
+                                 "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
+                                 "question_id": "q_9"}
     plain = history_draft(msg(), starts_work=False).meta
-    assert plain["visibility"] == "chat" and plain["starts_work"] is False and "question_id" not in plain
+    assert plain.visibility == "chat" and plain.starts_work is False and plain.question_id is None
     with pytest.raises(ValueError):
         msg(type_="shout")
 
@@ -74,7 +77,13 @@ def test_which_messages_answer_a_blocked_ask():
 
 
 @pytest.fixture
-def team(tmp_path):
+def host():
+    """What the server would do for the router; a test changes an answer by setting it here."""
+    return SimpleNamespace(wake=None, more_completions_expected=lambda agent_id: True)
+
+
+@pytest.fixture
+def team(tmp_path, host):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     conv, master, sub, manager = conversation_with_sub_agent(db)
     spawned: list[tuple] = []  # the settle timers, run by the test when it chooses (no race with the clock)
@@ -82,18 +91,20 @@ def team(tmp_path):
     def spawn(fn, *args):
         spawned.append((fn, args))
 
-    router = MessageRouter(db, spawn=spawn, settle_s=0.05, max_settle_s=0.5)
     woken, peers = [], []
-    router.wake = lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}"
-    router.active_task_of = lambda agent_id: f"running-{agent_id}"
-    router.notify_peers = peers.append
+    host.wake = lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}"
+    hooks = RouterHooks(wake=lambda agent_id: host.wake(agent_id),
+                        active_task_of=lambda agent_id: f"running-{agent_id}",
+                        more_completions_expected=lambda agent_id: host.more_completions_expected(agent_id),
+                        notify_peers=peers.append)
+    router = MessageRouter(db, spawn=spawn, settle_s=0.05, max_settle_s=0.5, hooks=hooks)
     yield db, conv, master, sub, router, manager, woken, peers, spawned
     db.dispose()
 
 
 def to(conv, agent, type_="message", content="hi", source="user"):
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type=type_, content=content,
-                              source_display_name="user", meta={"source": source})
+                              source_display_name="user", meta=MessageMeta(source=source))
 
 
 def test_each_state_takes_a_message_its_own_way(team):
@@ -131,9 +142,8 @@ def test_a_terminated_agent_takes_nothing_more(team):
     assert queue.get_message(db, late.id).consumed_by == "terminated"
 
 
-def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team):
+def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team, host):
     db, conv, master, _, router, _, woken, _, spawned = team
-    router.more_completions_expected = lambda agent_id: True
     notices = [to(conv, master, "notice", f"[cmd {i}]", "background_command") for i in range(3)]
     for notice in notices:
         with db.write() as s:
@@ -144,7 +154,7 @@ def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team):
     fn(*args)
     assert woken == [master.id]
     # A new wave gets a timer of its own; the last completion of all wakes at once.
-    router.more_completions_expected = lambda agent_id: False
+    host.more_completions_expected = lambda agent_id: False
     last = to(conv, master, "notice", "[last]", "background_command")
     assert router.deliver(last) == RouteResult(TRIGGERED_NEW_TURN, f"task-of-{master.id}")
     assert woken == [master.id, master.id] and len(spawned) == 1
@@ -154,7 +164,6 @@ def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team):
 def test_the_settle_window_ends_at_its_maximum_even_while_notices_keep_coming(team):
     db, conv, master, _, router, _, woken, _, spawned = team
     router._settle_s, router._max_settle_s = 60.0, 0.2
-    router.more_completions_expected = lambda agent_id: True
     router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
     fn, args = spawned[0]
     timer = threading.Thread(target=fn, args=args, daemon=True)
@@ -172,7 +181,7 @@ def test_blocked_user_asks_are_listed_oldest_first_and_a_peer_signal_looks_for_t
     router.end_ask(second)
     assert [w.question_id for w in router.waiting_for_user([master.id, sub.id])] == ["q_1"]
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_1", meta={"source": "user"})
+                                source_display_name="user", question_id="q_1", meta=MessageMeta(source="user"))
     with db.write() as s:
         router.enqueue_in(s, answer)  # queued by another process
     router.on_peer_queued(master.id)
@@ -221,15 +230,14 @@ class FakeClock:
         self.now = until
 
 
-def _settle_run(team, monkeypatch, arrivals, settle_s=0.05, max_settle_s=0.5):
+def _settle_run(team, host, monkeypatch, arrivals, settle_s=0.05, max_settle_s=0.5):
     """Deliver a notice at 0 and at each of `arrivals` (seconds); the time the agent was woken."""
     db, conv, master, _, router, _, _, _, spawned = team
     clock = FakeClock()
     monkeypatch.setattr(message_router, "time", clock)
     router._settle_s, router._max_settle_s = settle_s, max_settle_s
-    router.more_completions_expected = lambda agent_id: True
     woke_at = []
-    router.wake = lambda agent_id: woke_at.append(clock.now)
+    host.wake = lambda agent_id: woke_at.append(clock.now)
     notice = lambda: router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))  # noqa: E731
     notice()
     clock.due = [(t, notice) for t in arrivals]
@@ -239,13 +247,13 @@ def _settle_run(team, monkeypatch, arrivals, settle_s=0.05, max_settle_s=0.5):
     return woke_at
 
 
-def test_the_settle_window_waits_until_no_notice_came_for_settle_s(team, monkeypatch):
-    assert _settle_run(team, monkeypatch, [0.03, 0.06]) == [pytest.approx(0.11)]
+def test_the_settle_window_waits_until_no_notice_came_for_settle_s(team, host, monkeypatch):
+    assert _settle_run(team, host, monkeypatch, [0.03, 0.06]) == [pytest.approx(0.11)]
 
 
-def test_the_settle_window_ends_at_its_maximum_while_notices_keep_coming(team, monkeypatch):
+def test_the_settle_window_ends_at_its_maximum_while_notices_keep_coming(team, host, monkeypatch):
     arrivals = [0.04 * i for i in range(1, 30)]
-    assert _settle_run(team, monkeypatch, arrivals) == [pytest.approx(0.5)]
+    assert _settle_run(team, host, monkeypatch, arrivals) == [pytest.approx(0.5)]
 
 
 def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
@@ -253,7 +261,7 @@ def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
     waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="late",
                                 source_display_name="InfoAgent_1", source_agent_id=team[3].id, question_id="q_7",
-                                meta={"source": "agent_message", "visibility": "compact"})
+                                meta=MessageMeta(source="agent_message", visibility="compact"))
     with db.write() as s:
         router.enqueue_in(s, answer)
     taken = router.take(answer.id, "someone")
@@ -285,15 +293,15 @@ def test_a_blocked_ask_finds_an_answer_another_process_queued_by_its_rescan(team
     assert got[0].id == answer.id and queue.get_message(db, answer.id).consumed_by == "ask:q_8"
 
 
-def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_settling_wakes_at_once(team):
+def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_settling_wakes_at_once(team, host):
     db, conv, master, _, router, _, woken, _, spawned = team
     waiter = router.begin_ask(master.id, "q_5", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_5", meta={"source": "user"})
+                                source_display_name="user", question_id="q_5", meta=MessageMeta(source="user"))
     assert router.route_message(master.id, answer) == RouteResult("resolved", f"running-{master.id}")
     router.end_ask(waiter)
     asked_about = []
-    router.more_completions_expected = lambda agent_id: asked_about.append(agent_id) or True
+    host.more_completions_expected = lambda agent_id: asked_about.append(agent_id) or True
     router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
     assert asked_about == [master.id] and len(spawned) == 1
     router._settle_s = 0.0  # NOTICE_SETTLE_MS=0: no settle window at all

@@ -19,7 +19,9 @@ from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import (
     INJECTED_INLINE,
     TRIGGERED_NEW_TURN,
+    MessageRouter,
 )
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from test.unit.router_team import DEADLINE_S, Team, router_database, run_threads
@@ -152,7 +154,7 @@ class TurnHarness:
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
         self.rng = random.Random(7)
-        team.router.wake = self.wake
+        team.router = MessageRouter(team.db, hooks=RouterHooks(wake=self.wake))
 
     def wake(self, agent_id: str) -> str | None:
         team = self.team
@@ -214,10 +216,10 @@ def test_fifty_senders_to_an_idle_master_start_few_turns_and_strand_nothing(db):
 
 
 def test_several_messages_to_an_idle_agent_start_one_turn_that_sees_all_in_order(db):
-    team = Team(db, 1)
-    worker = team.subs[0]
     started: list[str] = []
-    team.router.wake = lambda agent_id: started.append(agent_id) or None  # the server is "busy": no claim yet
+    # the server is "busy": no claim yet
+    team = Team(db, 1, hooks=RouterHooks(wake=lambda agent_id: started.append(agent_id) or None))
+    worker = team.subs[0]
     msgs = [team.message(team.master, worker, f"step {i}") for i in range(5)]
     for m in msgs:
         assert team.router.route_message(worker.id, m).delivery == INJECTED_INLINE

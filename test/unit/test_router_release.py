@@ -10,9 +10,11 @@ from dataclasses import replace
 import pytest
 
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, MessageRouter, PendingMessage, RouteError
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.unit.teams import conversation_with_sub_agent
 
 
@@ -21,7 +23,7 @@ def team(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     conv, master, sub, manager = conversation_with_sub_agent(db)
     woken: list[str] = []
-    router = MessageRouter(db, wake=lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}")
+    router = MessageRouter(db, hooks=RouterHooks(wake=lambda agent_id: woken.append(agent_id) or f"task-of-{agent_id}"))
     yield db, conv, master, sub, manager, router, woken
     db.dispose()
 
@@ -30,14 +32,14 @@ def _held(db, conv, master, content="hello") -> PendingMessage:
     """As the inbox stores a sent message: addressed to the master until it is routed."""
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=content, source_display_name="user",
-                                 meta={"source": "user", "visibility": "chat"})
+                                 meta=MessageMeta(source="user", visibility="chat"))
     with db.write() as s:
         unrouted.store_in(s, message.row_values())
     return message
 
 
 def _routed(message: PendingMessage, agent, **changes) -> PendingMessage:
-    fields = dict(type="message", question_id=None, meta={**message.meta, "route": "pipeline"}) | changes
+    fields = dict(type="message", question_id=None, meta=message.meta.merged(route="pipeline")) | changes
     return PendingMessage.new(conversation_id=message.conversation_id, target_agent_id=agent.id,
                               content=message.content, source_display_name="user", id=message.id, **fields)
 

@@ -13,6 +13,7 @@ import pytest
 from modules.multi_agent.message_router import MessageRouter, PendingMessage, RouteError
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.unit.teams import conversation_with_sub_agent
@@ -30,7 +31,7 @@ def pg(tmp_path):
 
 def _message(conv, agent) -> PendingMessage:
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type="message", content="hi",
-                              source_display_name="user", meta={"source": "user"})
+                              source_display_name="user", meta=MessageMeta(source="user"))
 
 
 def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:

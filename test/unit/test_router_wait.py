@@ -19,8 +19,10 @@ from modules.multi_agent.message_router import (
     PendingMessage,
     RouteResult,
 )
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from test.unit.teams import conversation_with_sub_agent
 
 
@@ -100,7 +102,7 @@ def test_an_answer_arriving_with_the_stop_is_still_handed_over(team):
     router = MessageRouter(db)
     waiter = router.begin_ask(master.id, "q_2", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_2", meta={"source": "user"})
+                                source_display_name="user", question_id="q_2", meta=MessageMeta(source="user"))
 
     def answered_then_stopped():
         if not waiter.event.is_set():
@@ -141,7 +143,7 @@ def test_a_failing_session_store_reads_as_no_active_agent_and_says_why(caplog):
 
 def _notice(conv, agent):
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type="notice", content="[cmd]",
-                              source_display_name="background_command", meta={"source": "background_command"})
+                              source_display_name="background_command", meta=MessageMeta(source="background_command"))
 
 
 def test_a_router_with_its_defaults_wakes_an_idle_agent_at_once_and_signals_no_peer(team):
@@ -151,7 +153,8 @@ def test_a_router_with_its_defaults_wakes_an_idle_agent_at_once_and_signals_no_p
     def no_settling(*args):
         raise AssertionError("a router holds no notice back unless told to settle")
 
-    router = MessageRouter(db, spawn=no_settling, wake=lambda agent_id: woken.append(agent_id) or "task-1")
+    router = MessageRouter(db, spawn=no_settling,
+                           hooks=RouterHooks(wake=lambda agent_id: woken.append(agent_id) or "task-1"))
     assert router.route_message(master.id, _notice(conv, master)) == RouteResult(TRIGGERED_NEW_TURN, "task-1")
     states = AgentStates(db)
     states.transition(sub.id, agent_state.RUNNING)
@@ -164,7 +167,7 @@ def test_a_settling_router_holds_a_wave_at_most_half_a_second_by_default(team, m
     db, conv, master, _ = team
     spawned, woke_at = [], []
     router = MessageRouter(db, spawn=lambda fn, *args: spawned.append((fn, args)), settle_s=0.05,
-                           wake=lambda agent_id: woke_at.append(clock.now))
+                           hooks=RouterHooks(wake=lambda agent_id: woke_at.append(clock.now)))
     clock = Clock(on_sleep=lambda: router.deliver(_notice(conv, master)))  # the wave never pauses
     monkeypatch.setattr(message_router, "time", clock)
     assert router.route_message(master.id, _notice(conv, master)).delivery == TRIGGERED_NEW_TURN

@@ -12,6 +12,7 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
+from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
@@ -50,7 +51,7 @@ def test_messages_keep_order_metadata_and_long_content(db):
     conv, master = _conversation(db)
     long_text = "é" * 100_000
     messages.append_messages(db, conv.id, master.id, [
-        MessageDraft(role="user", content="q", meta={"source": "user", "visibility": "chat", "starts_work": True}),
+        MessageDraft(role="user", content="q", meta=MessageMeta(source="user", visibility="chat", starts_work=True)),
         MessageDraft(role="assistant", content=None, tool_calls=[
             {"id": "c1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},
             {"id": "c2", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},

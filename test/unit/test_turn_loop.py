@@ -24,6 +24,7 @@ from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
 from modules.tools.agent_tools import AGENT_TOOLS
@@ -33,7 +34,7 @@ from modules.tracing import Tracing
 from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
 from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
-from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
+from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 
@@ -85,13 +86,13 @@ class Sender:
     def __init__(self):
         self.events = []
 
-    def emit(self, event_type, data):
-        self.events.append((event_type, data))
+    def emit(self, event):
+        self.events.append((event.TYPE, event.data()))
         return len(self.events) - 1
 
     def emit_many(self, events):
         for event in events:
-            self.emit(*event)
+            self.emit(event)
         return 0
 
     def types(self):
@@ -132,7 +133,7 @@ def flow(tmp_path):
 
 def queue_message(f, content, **meta):
     msg = PendingMessage.new(conversation_id=f.conv.id, target_agent_id=f.master.id, type="message",
-                             content=content, source_display_name="user", meta={"source": "user", **meta})
+                             content=content, source_display_name="user", meta=MessageMeta(source="user", **meta))
     with f.db.write() as s:
         f.rt.router.enqueue_in(s, msg)
 
@@ -358,15 +359,6 @@ def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
     assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["waits"]
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c2", "run_command", "{}")])
     assert queue.list_queued(f.db, f.master.id) == []
-
-
-def test_the_end_of_turn_check_starts_the_agents_next_turn(flow):
-    f = flow
-    asked = []
-    start = lambda agent_id: asked.append(agent_id) or "task-2"  # noqa: E731
-    assert poll_completion_notifications(f.rt, f.master.id, start) is None and asked == []  # nothing queued
-    queue_message(f, "a notice that came after the last model call")
-    assert poll_completion_notifications(f.rt, f.master.id, start) == "task-2" and asked == [f.master.id]
 
 
 def test_a_turn_on_no_message_of_the_user_records_no_active_agent(flow):

@@ -4,6 +4,7 @@
 import { api } from "../api";
 import { str } from "../history";
 import type { AgentStateEvent, PendingCountEvent } from "../generated/events";
+import { AGENT_STATE_VALUES } from "../generated/statuses";
 import type { AgentInfo, TimelineItem } from "../types";
 import type { Roster } from "./timeline";
 
@@ -37,7 +38,7 @@ export class Agents implements Roster {
 
   /** An `agent_state` or `pending_count` event: the panel shows it at once, the full list follows. */
   onState(d: Partial<AgentStateEvent & PendingCountEvent>, agentId: string | undefined): void {
-    const state = str(d.state);
+    const state = AGENT_STATE_VALUES.find((s) => s === d.state); // (an unknown state is ignored)
     const a = this.state.agents.find((x) => x.agent_id === agentId);
     if (a) {
       if (state) a.state = state;

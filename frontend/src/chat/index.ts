@@ -311,8 +311,9 @@ export class Chat {
       item.targetAgent = answer.target_agent || this.team.agentName(answer.agent_id);
     }
     if (answer.task_id) {
-      const t = this.logs.track(answer.task_id, answer.agent_id);
-      if (!this.team.isMaster(answer.agent_id) && !t.userFacing) {
+      const agentId = answer.agent_id ?? undefined; // null until routed
+      const t = this.logs.track(answer.task_id, agentId);
+      if (!this.team.isMaster(agentId) && !t.userFacing) {
         t.userFacing = true;
         this.updateRunning();
       }
@@ -342,7 +343,7 @@ export class Chat {
   async regenerate(): Promise<SendAnswer> {
     const cid = this.state.conversationId;
     const answer = cid ? await regenerate(cid) : failure(new Error("no conversation"));
-    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id);
+    if (answer.task_id) this.logs.track(answer.task_id, answer.agent_id ?? undefined);
     return answer;
   }
 

@@ -6,11 +6,12 @@
 // dropped connection, a late join or a socket echo never loses or doubles a chunk.
 
 import { api } from "../api";
+import { FINAL_TASK_STATUSES } from "../generated/statuses";
 import type { ChatEvent, TaskSummary, TaskWithEvents } from "../types";
 
 /** The server's page size of a task's event log (GET /api/tasks/<id>?from=). */
 export const EVENTS_PAGE = 5000;
-export const FINAL_STATUSES = new Set(["succeeded", "failed", "stopped"]);
+export const FINAL_STATUSES = FINAL_TASK_STATUSES;
 
 export interface TaskTrack {
   id: string;
