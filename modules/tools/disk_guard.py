@@ -66,6 +66,11 @@ class DiskGuard:
                 f"(DATA_DISK_RESERVE_MB={self.reserve_bytes / 2**20:g}): commands are stopped and refused until "
                 "space is freed (delete files in the workspace)")
 
+    def mode(self) -> str:
+        """How the quota holds, for the start-up line."""
+        return (f"workspace quota {self.workspace_max_bytes / 2**20:g} MB by a poll every {SIZE_EVERY_S:g} s "
+                "(no kernel quota), each file by RLIMIT_FSIZE")
+
     def room(self, workspace: Path) -> int:
         """What the workspace's quota has left, in bytes (0 when it is passed)."""
         return max(0, self.workspace_max_bytes - off_loop(tree_bytes, workspace))

@@ -34,7 +34,7 @@ from typing import IO, Any
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroups
 from modules.tools.disk_guard import DiskGuard
-from modules.tools.launched import Launched, kill_group
+from modules.tools.launched import Launched
 from modules.tools.sandbox_etc import build_etc, etc_root
 from modules.tools.sandbox_network import spawn_networked
 from modules.tools.sandbox_warm import Warm, WarmStarts
@@ -49,7 +49,6 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSED_ENV = ("LANG", "LC_ALL", "TZ")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE_TIMEOUT_S = 10.0
-__all__ = ["Launched", "kill_group"]  # the runners take them from here with the sandbox
 
 
 @dataclass(frozen=True)
@@ -178,8 +177,9 @@ class Sandbox:
         if self.active:
             net = "network on (host loopback and 169.254.0.0/16 unreachable)" if self.network else "no network"
             seccomp = "seccomp filter" if self._seccomp else f"NO seccomp filter ({self.seccomp_problem})"
+            quota = f", {self.disk.mode()}" if self.disk is not None else ""
             return (f"command sandbox: bubblewrap, {net}, {seccomp}, {self.limits.memory_mb} MB memory and "
-                    f"{self.limits.max_processes} processes per command, {self.limit_mode()} "
+                    f"{self.limits.max_processes} processes per command, {self.limit_mode()}{quota} "
                     f"(probe {self.probe_ms or 0:.0f} ms)")
         if self.mode == "off":
             return "command sandbox: OFF (SANDBOX=off): agents' commands run with this server's authority"

@@ -7,6 +7,8 @@ process is started as soon as the last one took its own: a shell that joins its 
 which then waits on a pipe for its options (`--args FD`). Its command line is fixed (`/bin/sh /dev/fd/N`):
 the command comes as a one-line script on another pipe, written with the options when a command takes the
 process. One is kept at a time (no network only: a networked sandbox's start goes through slirp4netns).
+If the server dies first, bwrap reads the end of its options pipe: with no option it has no file system
+to run anything in and exits. The options (under PIPE_BUF) arrive whole or not at all.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modules.tools.capped_log import CappedLog
-from modules.tools.sandbox import Launched, Sandbox, kill_group
+from modules.tools.launched import Launched, kill_group
+from modules.tools.sandbox import Sandbox
 
 POLL_INTERVAL_S = 0.1
 READ_BYTES = 65536
