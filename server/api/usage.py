@@ -45,7 +45,8 @@ def conversation_usage(conversation_id: str, user_id: int) -> out.ConversationUs
 def user_usage(query: UsageQuery, user_id: int) -> out.UserUsage:
     """The caller's usage by UTC day, `from` to `to` (both included; at most 366 days)."""
     end = query.end or datetime.now(UTC).date()
-    start = query.start or end - timedelta(days=DEFAULT_DAYS - 1)
+    # The default span starts no earlier than the calendar does (`to=0001-01-01` must not overflow).
+    start = query.start or date.fromordinal(max(1, end.toordinal() - (DEFAULT_DAYS - 1)))
     if start > end or (end - start).days >= MAX_DAYS:
         raise ApiError(400, "invalid_range", f"`from` must be a day before or equal to `to`, at most {MAX_DAYS} "
                                              "days apart")
