@@ -10,7 +10,6 @@ from pathlib import Path
 from flask import Blueprint, Response
 
 from modules.context.versions import version_meta
-from modules.multi_agent.message_router import PendingMessage, RouteError
 from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
@@ -23,6 +22,7 @@ from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
 from server.api.request_models import RenameConversationBody
 from server.api.serializers import agent_out, conversation_detail
+from server.api.turn_versions import send_version
 from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
 from server.runtime import Runtime
@@ -129,16 +129,6 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
         raise ApiError(409, "nothing_to_regenerate", "the conversation has no user message to answer again")
     refuse_over_budget(rt.budgets, user_id)
     original = last.typed_meta.regenerate_of or last.message_id
-    rt.suggestions.cancel(conv.id)
-    message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
-                                 content=last.content or "", source_display_name="user",
-                                 meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.HIDDEN,
-                                                  regenerate_of=original,
-                                                  **version_meta(last.message_id, last.seq, last.typed_meta)))
-    try:
-        routed = rt.router.route_message(master.id, message)
-    except RouteError:
-        raise not_found("conversation") from None
-    return out.SendAccepted(message_id=message.id, conversation_id=conv.id, status="routed",
-                            task_id=routed.task_id, agent_id=master.id, delivery=routed.delivery,
-                            target_agent=master.display_name), 202
+    return send_version(rt, conv.id, master, last.content or "",
+                        MessageMeta(source=MessageSource.USER, visibility=Visibility.HIDDEN, regenerate_of=original,
+                                    **version_meta(last.message_id, last.seq, last.typed_meta)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from modules.config import Settings
@@ -28,10 +28,22 @@ def validation_context(settings: Settings) -> dict[str, Any]:
     return {"max_message_chars": settings.max_message_chars}
 
 
+def _fits_message_limit(value: str, info: ValidationInfo) -> str:
+    """`message_too_large` past MAX_MESSAGE_CHARS, a limit of the configuration (`validation_context`)."""
+    limit = (info.context or {}).get("max_message_chars")
+    if limit is not None and len(value) > limit:
+        raise PydanticCustomError("message_too_large", "is longer than {limit} characters", {"limit": limit})
+    return value
+
+
+# A user's message: not blank, storable, and within MAX_MESSAGE_CHARS.
+UserMessageText = Annotated[NonBlankText, AfterValidator(_fits_message_limit)]
+
+
 class SendMessageBody(RequestModel):
     """`POST /api/tasks` and the socket's `send_message`."""
 
-    message: NonBlankText = Field(
+    message: UserMessageText = Field(
         description="the user's message; longer than MAX_MESSAGE_CHARS answers 413 `message_too_large`")
     conversation_id: IdText | None = Field(None, description="omitted: a new conversation")
     client_message_id: ClientMessageId | None = Field(
@@ -39,13 +51,11 @@ class SendMessageBody(RequestModel):
     question_id: IdText | None = Field(
         None, description="the `ask_user` question this answers; one no longer pending answers 409 `stale_question`")
 
-    @field_validator("message")
-    @classmethod
-    def _fits(cls, value: str, info: ValidationInfo) -> str:
-        limit = (info.context or {}).get("max_message_chars")
-        if limit is not None and len(value) > limit:
-            raise PydanticCustomError("message_too_large", "is longer than {limit} characters", {"limit": limit})
-        return value
+
+class EditMessageBody(RequestModel):
+    """`POST /api/conversations/<id>/messages/<message_id>/edit`."""
+
+    message: UserMessageText = Field(description="the new text; longer than MAX_MESSAGE_CHARS answers 413")
 
 
 class CreateConversationBody(RequestModel):

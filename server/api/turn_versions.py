@@ -5,8 +5,6 @@ stored and readable, and the model sees only the newest version (modules/context
 from __future__ import annotations
 
 from flask import Blueprint
-from pydantic import Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
 
 from modules.context.versions import version_meta
 from modules.multi_agent.message_router import PendingMessage, RouteError
@@ -14,29 +12,16 @@ from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage.message_meta import MessageMeta
-from modules.storage.models import Message
+from modules.storage.models import Agent, Message
 from server.api import response_models as out
 from server.api.context import lookup_id, owned_conversation, runtime
 from server.api.endpoint import endpoint
-from server.api.validation import NonBlankText, RequestModel
+from server.api.request_models import EditMessageBody
 from server.budget_guard import refuse_over_budget
 from server.errors import ApiError, not_found
+from server.runtime import Runtime
 
 bp = Blueprint("turn_versions", __name__, url_prefix="/api/conversations")
-
-
-class EditMessageBody(RequestModel):
-    """`POST /api/conversations/<id>/messages/<message_id>/edit`."""
-
-    message: NonBlankText = Field(description="the new text; longer than MAX_MESSAGE_CHARS answers 413")
-
-    @field_validator("message")
-    @classmethod
-    def _fits(cls, value: str, info: ValidationInfo) -> str:
-        limit = (info.context or {}).get("max_message_chars")
-        if limit is not None and len(value) > limit:
-            raise PydanticCustomError("message_too_large", "is longer than {limit} characters", {"limit": limit})
-        return value
 
 
 def _users_message(history: list[Message], message_id: str) -> Message | None:
@@ -66,16 +51,22 @@ def edit_message(conversation_id: str, message_id: str, body: EditMessageBody,
     if rt.tasks.active_task_of_agent(master.id) is not None:
         raise ApiError(409, "task_in_progress", "the master agent is still answering; stop it or wait")
     refuse_over_budget(rt.budgets, user_id)
-    rt.suggestions.cancel(conv.id)
-    message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
-                                 content=body.message, source_display_name="user",
-                                 meta=MessageMeta(source=MessageSource.USER, edit_of=replaced.message_id,
-                                                  **version_meta(replaced.message_id, replaced.seq,
-                                                                 replaced.typed_meta)))
+    return send_version(rt, conv.id, master, body.message,
+                        MessageMeta(source=MessageSource.USER, edit_of=replaced.message_id,
+                                    **version_meta(replaced.message_id, replaced.seq, replaced.typed_meta)))
+
+
+def send_version(rt: Runtime, conversation_id: str, master: Agent, content: str,
+                 meta: MessageMeta) -> tuple[out.SendAccepted, int]:
+    """Send a new version of a turn (an edit, or Regenerate's copy) to the master, as the user: the pending
+    suggestions are withdrawn, and the answer is the send's (202)."""
+    rt.suggestions.cancel(conversation_id)
+    message = PendingMessage.new(conversation_id=conversation_id, target_agent_id=master.id, type="message",
+                                 content=content, source_display_name="user", meta=meta)
     try:
         routed = rt.router.route_message(master.id, message)
     except RouteError:
         raise not_found("conversation") from None
-    return out.SendAccepted(message_id=message.id, conversation_id=conv.id, status="routed",
+    return out.SendAccepted(message_id=message.id, conversation_id=conversation_id, status="routed",
                             task_id=routed.task_id, agent_id=master.id, delivery=routed.delivery,
                             target_agent=master.display_name), 202
