@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    if settings.workspace_quota != "poll":
+        from modules.tools import mount_namespace
+
+        mount_namespace.enter_private()  # before any thread; why it could not is in the start-up line
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not settings.auth_required and not is_loopback(settings.host):
         print(
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         server = create_app(settings, async_mode="eventlet")
-    except (ProfileError, SignalsError) as exc:
+    except (ProfileError, SignalsError, ConfigError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     app = server.app

@@ -8,6 +8,7 @@ Building starts no thread (it registers the process in the database): `server.ap
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,10 +110,23 @@ class Runtime:
     def master(self) -> AgentProfile:
         return master_profile(self.profiles)
 
-    def workspace(self, conversation_id: str) -> Path:
+    def workspace(self, conversation_id: str, *, create: bool = True) -> Path:
+        """The conversation's workspace folder, its own file system mounted where it has one (README, "Command
+        sandbox"); with `create`, made if it does not exist yet."""
         path = self.settings.workspaces_dir / conversation_id
-        path.mkdir(parents=True, exist_ok=True)
+        disk = self.sandbox.disk
+        if disk is not None:
+            return disk.open(path, create=create)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def remove_workspace(self, conversation_id: str) -> None:
+        path = self.settings.workspaces_dir / conversation_id
+        if self.sandbox.disk is not None:
+            self.sandbox.disk.remove(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
     def profile(self, role: str) -> AgentProfile:
         return self.profiles.get(role) or self.master

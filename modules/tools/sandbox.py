@@ -33,9 +33,9 @@ from typing import IO, Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroups
-from modules.tools.disk_guard import DiskGuard
+from modules.tools.disk_guard import DiskGuard, build_disk_guard
 from modules.tools.launched import Launched
-from modules.tools.sandbox_etc import build_etc, etc_root
+from modules.tools.sandbox_etc import build_etc
 from modules.tools.sandbox_network import spawn_networked
 from modules.tools.sandbox_warm import Warm, WarmStarts
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
@@ -61,7 +61,8 @@ class CommandLimits:
     file_mb: int = 1024
 
     def prlimit(self, room_bytes: int | None = None) -> list[str]:
-        """`room_bytes`: what the workspace's quota has left; no file the command writes may pass it."""
+        """`room_bytes`: what the workspace's quota has left, where a poll holds it; no file the command writes
+        may pass it."""
         mem = self.memory_mb * 1024 * 1024
         fsize = self.file_mb * 1024 * 1024 if room_bytes is None else min(self.file_mb * 1024 * 1024,
                                                                           max(4096, room_bytes))
@@ -131,7 +132,7 @@ class Sandbox:
             self.problem = ("SANDBOX_NETWORK=on needs slirp4netns; install it with: apt-get install slirp4netns")
         else:
             state_dir = self._state_dir or Path(tempfile.mkdtemp(prefix="sandbox-"))
-            self._etc = build_etc(etc_root(state_dir), network=self.network)
+            self._etc = build_etc(state_dir, network=self.network)
             try:
                 self._seccomp = build_filter(state_dir / f"seccomp-{os.getpid()}.bpf")
             except (SeccompUnavailable, OSError) as exc:
@@ -346,6 +347,6 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """The server's sandbox, probed once at start."""
     limits = CommandLimits(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
                            file_mb=settings.command_file_mb)
-    disk = DiskGuard(settings.data_dir, settings.data_disk_reserve_mb * 2**20, settings.workspace_max_mb * 2**20)
     return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=limits,
-                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox", disk=disk).probe()
+                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox",
+                   disk=build_disk_guard(settings)).probe()

@@ -1,0 +1,240 @@
+"""A file system of its own for each conversation's workspace, so the kernel holds WORKSPACE_MAX_MB (README,
+"Command sandbox").
+
+Each workspace is a sparse ext4 image of WORKSPACE_MAX_MB (`DATA_DIR/workspace_images/<id>.ext4`), made and
+loop-mounted at the workspace's folder when the server first needs the workspace, in the server's own mount
+namespace (modules/tools/mount_namespace.py): a write past it fails with ENOSPC, however many files a command
+writes and however fast. The image has no journal (a workspace is scratch space; `e2fsck -p` mends one that
+was mounted when its machine went down, before its next mount) and is mounted `discard`, so a deleted file's
+blocks go back to the data disk, and `nosuid,nodev`.
+
+Every step on one image (making, checking, resizing, attaching, mounting, removing) holds the image's file
+lock, so that two processes of a cluster on one DATA_DIR never attach it to two loop devices (that corrupts
+ext4): the second finds the device the first attached and mounts that (modules/tools/loop_device.py).
+
+A quota changed between two starts resizes an image at its next mount: it grows online (`resize2fs`), and it
+shrinks (offline, when no process holds it) only if its files fit; one that does not keeps its size, and its
+commands are refused until files are deleted. A workspace of an older server (files, no image) is copied into
+a new image when they fit, and otherwise stays on the poll (modules/tools/disk_guard.py), with a log line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from modules.tools import loop_device, mount_namespace
+from modules.tools.tree_size import tree_bytes
+
+log = logging.getLogger(__name__)
+
+MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-i", "8192", "-E", "lazy_itable_init=1,nodiscard"]
+MOUNT_OPTIONS = "discard,noinit_itable"
+MOUNT_FLAGS = mount_namespace.MS_NOSUID | mount_namespace.MS_NODEV
+PROBE_BYTES = 8 * 2**20
+MOVE_IN_SHARE = 0.9  # an older server's workspace is copied into an image when it fills at most this share
+TOOL_TIMEOUT_S = 300.0
+
+
+class WorkspaceImages:
+    def __init__(self, images_dir: Path, size_bytes: int):
+        self.images_dir = images_dir
+        self.size_bytes = size_bytes
+        self._mounted: set[Path] = set()
+        self._polled: set[Path] = set()  # an older server's workspaces too full to move into an image
+        self._lock = threading.Lock()
+
+    def probe(self) -> str | None:
+        """Why images cannot be made and mounted here, or None (one small image is tried)."""
+        if shutil.which(MKFS[0]) is None:
+            return "mkfs.ext4 is not installed (apt-get install e2fsprogs)"
+        if not os.path.exists("/dev/loop-control"):
+            return "there is no /dev/loop-control"
+        image = self.images_dir / f"probe-{os.getpid()}.ext4"
+        target = self.images_dir / f"probe-{os.getpid()}.mnt"
+        try:
+            self.images_dir.mkdir(parents=True, exist_ok=True)
+            _make(image, PROBE_BYTES)
+            _mount(image, target)
+            mount_namespace.unmount(str(target))
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"a loop-mounted image failed: {exc}"
+        finally:
+            image.unlink(missing_ok=True)
+            shutil.rmtree(target, ignore_errors=True)
+        return None
+
+    def holds(self, workspace: Path) -> bool:
+        """The workspace is its own file system, mounted by this process."""
+        with self._lock:
+            return workspace in self._mounted
+
+    def open(self, workspace: Path, *, create: bool) -> None:
+        """Mount the workspace's image if it is not yet; with `create`, make one where there is none."""
+        with self._lock:
+            if workspace in self._mounted or workspace in self._polled:
+                return
+        with self._locked(workspace):
+            with self._lock:
+                if workspace in self._mounted:
+                    return
+            image = self._image(workspace)
+            if not image.exists():
+                if not create:
+                    return
+                if _has_entries(workspace) and not self._move_in(workspace, image):
+                    log.warning("workspace %s holds an older server's files, more than fit its quota: it stays "
+                                "on the poll (delete files in it, then it moves to an image)", workspace.name)
+                    with self._lock:
+                        self._polled.add(workspace)
+                    return
+                if not image.exists():
+                    _make(image, self.size_bytes)
+            self._mount_sized(image, workspace)
+            with self._lock:
+                self._mounted.add(workspace)
+
+    def remove(self, workspace: Path) -> None:
+        """Remove the workspace, its image and its mount. Its files are deleted through the mount first, so
+        their space comes back even while another process of a cluster still has the image mounted."""
+        self.open(workspace, create=False)
+        with self._locked(workspace):
+            with self._lock:
+                mounted = workspace in self._mounted
+                self._mounted.discard(workspace)
+                self._polled.discard(workspace)
+            if mounted:
+                _empty(workspace)
+                mount_namespace.unmount(str(workspace))
+            self._image(workspace).unlink(missing_ok=True)
+            shutil.rmtree(workspace, ignore_errors=True)
+
+    def close(self) -> None:
+        """Unmount every workspace this process mounted (a server's namespace does so when it ends)."""
+        with self._lock:
+            mounted, self._mounted = self._mounted, set()
+        for workspace in mounted:
+            mount_namespace.unmount(str(workspace))
+
+    def _image(self, workspace: Path) -> Path:
+        return self.images_dir / f"{workspace.name}.ext4"
+
+    @contextmanager
+    def _locked(self, workspace: Path) -> Iterator[None]:
+        self.images_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.images_dir / f"{workspace.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _mount_sized(self, image: Path, workspace: Path) -> None:
+        """Mount `image` at `workspace`, resized to the quota first if no process holds it, or grown online."""
+        size = image.stat().st_size
+        if size > self.size_bytes and loop_device.held_by(image) is None:
+            _check(image, force=True)
+            if _run(["resize2fs", "-f", str(image), f"{self.size_bytes // 1024}K"]).returncode == 0:
+                os.truncate(image, self.size_bytes)
+            else:
+                log.warning("workspace %s keeps its %d MB file system: its files take more than WORKSPACE_MAX_MB "
+                            "(%d MB); its commands are refused until files are deleted", workspace.name,
+                            size // 2**20, self.size_bytes // 2**20)
+        grow = size < self.size_bytes
+        if grow:
+            os.truncate(image, self.size_bytes)
+        if _has_entries(workspace):  # a move-in's old files (the image holds their copy)
+            _empty(workspace)
+        device = _mount(image, workspace)
+        if grow and _run(["resize2fs", device]).returncode != 0:
+            log.warning("workspace %s: growing its file system to %d MB failed", workspace.name,
+                        self.size_bytes // 2**20)
+        lost = workspace / "lost+found"
+        if lost.is_dir() and not any(lost.iterdir()):
+            lost.rmdir()
+
+    def _move_in(self, workspace: Path, image: Path) -> bool:
+        """Copy an older server's workspace into a new image; False (and no image) when it does not fit."""
+        if tree_bytes(workspace) > self.size_bytes * MOVE_IN_SHARE:
+            return False
+        new, target = image.with_suffix(".new"), image.with_suffix(".moving")
+        try:
+            _make(new, self.size_bytes)
+            _mount(new, target)
+            try:
+                copied = _run(["cp", "-a", "--", f"{workspace}/.", f"{target}/"]).returncode == 0
+            finally:
+                mount_namespace.unmount(str(target))
+            if copied:
+                os.replace(new, image)
+            log.info("workspace %s: an older server's files %s its own file system", workspace.name,
+                     "moved into" if copied else "did not fit into")
+            return copied
+        finally:
+            new.unlink(missing_ok=True)
+            shutil.rmtree(target, ignore_errors=True)
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(argv, capture_output=True, timeout=TOOL_TIMEOUT_S, check=False)
+
+
+def _make(image: Path, size_bytes: int) -> None:
+    """A sparse image of `size_bytes` with an empty file system, put in place whole."""
+    new = image.with_suffix(".mkfs")
+    with open(new, "wb") as sink:
+        sink.truncate(size_bytes)
+    try:
+        done = _run([*MKFS, str(new)])
+        if done.returncode != 0:
+            raise OSError(f"mkfs.ext4 failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+        os.replace(new, image)
+    finally:
+        new.unlink(missing_ok=True)
+
+
+def _check(image: Path, *, force: bool = False) -> None:
+    """`e2fsck -p`: mends what a crash left (exit 0-2); worse is an error."""
+    done = _run(["e2fsck", "-p", *(["-f"] if force else []), str(image)])
+    if done.returncode > 2:
+        raise OSError(f"e2fsck found errors it cannot mend in {image.name}: "
+                      f"{done.stdout.decode(errors='replace').strip()[:300]}")
+
+
+def _mount(image: Path, target: Path) -> str:
+    """Mount `image` at `target` through the loop device that holds it, or a new one; the device's path."""
+    target.mkdir(parents=True, exist_ok=True)
+    held = loop_device.held_by(image)
+    if held is None:
+        _check(image)
+        held = loop_device.attach(image)
+    fd, device = held
+    try:
+        loop_device.refresh_size(fd)  # an image grown while a peer held its device
+        mount_namespace.mount(device, str(target), "ext4", MOUNT_FLAGS, MOUNT_OPTIONS)
+    finally:
+        os.close(fd)  # the mount holds the device from here on
+    return device
+
+
+def _has_entries(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
+def _empty(folder: Path) -> None:
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            Path(entry.path).unlink(missing_ok=True)
