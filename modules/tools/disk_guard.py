@@ -32,7 +32,7 @@ from modules.tools.workspace_images import WorkspaceImages
 FREE_EVERY_S = 0.5
 SIZE_EVERY_S = 0.25  # the shortest interval between two reads of a workspace's size
 SIZE_READ_SHARE = 10  # the interval is at least this many times the last read's duration
-FULL_BELOW = 2**20  # a workspace of its own file system with less room than this is full
+FULL_BELOW = 64 * 1024  # a workspace of its own file system with less room than this (or no inode left) is full
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class DiskGuard:
         if self._kernel_bound(workspace):
             st = os.statvfs(workspace)
             used = (st.f_blocks - st.f_bfree) * st.f_frsize
-            full = st.f_bavail * st.f_frsize < FULL_BELOW
+            full = st.f_bavail * st.f_frsize < FULL_BELOW or st.f_favail == 0
         else:
             used = off_loop(tree_bytes, workspace)
         quota = f"WORKSPACE_MAX_MB={self.workspace_max_bytes / 2**20:g}"
