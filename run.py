@@ -102,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     pool_size, file_limit = connection_capacity()
-    limits = ClientLimits(header_timeout_s=settings.client_header_timeout_s,
-                          idle_timeout_s=settings.client_idle_timeout_s,
-                          body_timeout_s=settings.client_body_timeout_s,
-                          max_connections=settings.client_max_connections)
+    limits = ClientLimits.of(settings)
     log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
              settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,

@@ -80,10 +80,7 @@ class Runtime:
                                              TeamVocabulary.of(profiles, signals))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
-        caps = WorkCaps(commands_per_conversation=settings.max_commands_per_conversation,
-                        commands_per_user=settings.max_commands_per_user,
-                        sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
-                        sub_agents_per_user=settings.max_sub_agents_per_user)
+        caps = WorkCaps.of(settings)
         self.sub_agents = SubAgentManager(db, profiles, caps)
         # Half built here: the turn manager reads the router, the commands and the agent services only once
         # turns run; the router is built with the manager's methods, so it is complete from its first message.
