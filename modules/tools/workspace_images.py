@@ -12,9 +12,9 @@ Every step on one image (making, checking, resizing, attaching, mounting, removi
 lock, so that two processes of a cluster on one DATA_DIR never attach it to two loop devices (that corrupts
 ext4): the second finds the device the first attached and mounts that (modules/tools/loop_device.py).
 
-A quota changed between two starts resizes an image at its next mount: it grows online (`resize2fs`), and it
-shrinks (offline, when no process holds it) only if its files fit; one that does not keeps its size, and its
-commands are refused until files are deleted. A workspace of an older server (files, no image) is copied into
+A quota changed between two starts resizes an image at its next mount where no process holds it (offline:
+`e2fsck -f`, `resize2fs`): it grows, and it shrinks if its files fit; one that does not keeps its size, and
+its commands are refused until files are deleted. A workspace of an older server (files, no image) is copied into
 a new image when they fit, and otherwise stays on the poll (modules/tools/disk_guard.py), with a log line.
 """
 
@@ -137,28 +137,31 @@ class WorkspaceImages:
             os.close(fd)
 
     def _mount_sized(self, image: Path, workspace: Path) -> None:
-        """Mount `image` at `workspace`, resized to the quota first if no process holds it, or grown online."""
+        """Mount `image` at `workspace`, resized to the quota first where no process holds it."""
         size = image.stat().st_size
-        if size > self.size_bytes and loop_device.held_by(image) is None:
-            _check(image, force=True)
-            if _run(["resize2fs", "-f", str(image), f"{self.size_bytes // 1024}K"]).returncode == 0:
-                os.truncate(image, self.size_bytes)
-            else:
-                log.warning("workspace %s keeps its %d MB file system: its files take more than WORKSPACE_MAX_MB "
-                            "(%d MB); its commands are refused until files are deleted", workspace.name,
-                            size // 2**20, self.size_bytes // 2**20)
-        grow = size < self.size_bytes
-        if grow:
-            os.truncate(image, self.size_bytes)
+        if size != self.size_bytes and loop_device.held_by(image) is None:
+            self._resize(image, workspace, size)
         if _has_entries(workspace):  # a move-in's old files (the image holds their copy)
             _empty(workspace)
-        device = _mount(image, workspace)
-        if grow and _run(["resize2fs", device]).returncode != 0:
-            log.warning("workspace %s: growing its file system to %d MB failed", workspace.name,
-                        self.size_bytes // 2**20)
+        _mount(image, workspace)
         lost = workspace / "lost+found"
         if lost.is_dir() and not any(lost.iterdir()):
             lost.rmdir()
+
+    def _resize(self, image: Path, workspace: Path, size: int) -> None:
+        """Offline: `e2fsck -f`, then `resize2fs` (the image grown first, or truncated after)."""
+        _check(image, force=True)
+        if size < self.size_bytes:
+            os.truncate(image, self.size_bytes)
+        done = _run(["resize2fs", str(image), f"{self.size_bytes // 1024}K"])
+        if done.returncode == 0:
+            os.truncate(image, self.size_bytes)
+            return
+        if size < self.size_bytes:
+            os.truncate(image, size)
+        log.warning("workspace %s keeps its %d MB file system, not WORKSPACE_MAX_MB (%d MB): %s; past the quota "
+                    "its commands are refused until files are deleted", workspace.name, size // 2**20,
+                    self.size_bytes // 2**20, done.stderr.decode(errors="replace").strip()[-200:])
 
     def _move_in(self, workspace: Path, image: Path) -> bool:
         """Copy an older server's workspace into a new image; False (and no image) when it does not fit."""
