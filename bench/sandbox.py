@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from modules.tools import mount_namespace  # noqa: E402
 from modules.tools.disk_guard import DiskGuard  # noqa: E402
 from modules.tools.sandbox import Sandbox  # noqa: E402
-from modules.tools.workspace_images import WorkspaceImages  # noqa: E402
 from modules.tools.shell import run_shell  # noqa: E402
+from modules.tools.workspace_images import WorkspaceImages  # noqa: E402
 
 GOAL_MS = 20.0
 
