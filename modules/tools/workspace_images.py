@@ -91,7 +91,8 @@ class WorkspaceImages:
                     return
                 if _has_entries(workspace) and not self._move_in(workspace, image):
                     log.warning("workspace %s holds an older server's files, more than fit its quota: it stays "
-                                "on the poll (delete files in it, then it moves to an image)", workspace.name)
+                                "on the poll (it moves into an image at a later start, once its files fit)",
+                                workspace.name)
                     with self._lock:
                         self._polled.add(workspace)
                     return

@@ -82,8 +82,14 @@ def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int) -> os.sta
 
 
 def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb: int) -> os.stat_result:
-    fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=folder)
     staged = f".upload-{uuid.uuid4().hex}.part"
+    try:
+        fd, named = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=folder), False
+    except OSError as exc:  # a file system without nameless files (O_TMPFILE): a hidden name from the start
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        fd, named = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                            dir_fd=folder), True
     try:
         written = 0
         while chunk := source.read(COPY_CHUNK):
@@ -95,8 +101,8 @@ def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb
                 view = view[os.write(fd, view):]
         st = os.fstat(fd)
         os.fchmod(fd, 0o644)
-        # linkat(AT_SYMLINK_FOLLOW) names the open file (a dir_fd makes Python call linkat, not link)
-        os.link(f"/proc/self/fd/{fd}", staged, dst_dir_fd=folder, follow_symlinks=True)
+        if not named:  # linkat(AT_SYMLINK_FOLLOW) names the open file (a dir_fd makes Python call linkat)
+            os.link(f"/proc/self/fd/{fd}", staged, dst_dir_fd=folder, follow_symlinks=True)
         try:
             os.replace(staged, target.name, src_dir_fd=folder, dst_dir_fd=folder)
         except (IsADirectoryError, NotADirectoryError):
