@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from modules.tools import mount_namespace  # noqa: E402
-from modules.tools.disk_guard import DiskGuard  # noqa: E402
+from modules.tools.disk_guard import DiskGuard, open_workspace  # noqa: E402
 from modules.tools.sandbox import Sandbox  # noqa: E402
 from modules.tools.shell import run_shell  # noqa: E402
 from modules.tools.workspace_images import WorkspaceImages  # noqa: E402
@@ -80,8 +80,7 @@ def main() -> int:
         for name, sandbox in modes.items():
             if name == "unsandboxed":
                 continue
-            workspace = (sandbox.disk.open(root / name.replace(" ", "-"), create=True) if sandbox.disk is not None
-                         else root / "conversation-1")
+            workspace = open_workspace(sandbox.disk, root / name.replace(" ", "-").replace(",", ""))
             pair: tuple[list[float], list[float]] = ([], [])
             for _ in range(args.runs):
                 time.sleep(args.gap_ms / 1000)

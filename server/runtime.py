@@ -8,7 +8,6 @@ Building starts no thread (it registers the process in the database): `server.ap
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from modules.storage.group_commit import GroupCommit
 from modules.storage.pending_messages import queued_total
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
+from modules.tools.disk_guard import open_workspace, remove_workspace
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
 from modules.tracing import build_tracing
@@ -110,20 +110,10 @@ class Runtime:
     def workspace(self, conversation_id: str, *, create: bool = True) -> Path:
         """The conversation's workspace folder, its own file system mounted where it has one (README, "Command
         sandbox"); with `create`, made if it does not exist yet."""
-        path = self.settings.workspaces_dir / conversation_id
-        disk = self.sandbox.disk
-        if disk is not None:
-            return disk.open(path, create=create)
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
-        return path
+        return open_workspace(self.sandbox.disk, self.settings.workspaces_dir / conversation_id, create=create)
 
     def remove_workspace(self, conversation_id: str) -> None:
-        path = self.settings.workspaces_dir / conversation_id
-        if self.sandbox.disk is not None:
-            self.sandbox.disk.remove(path)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
+        remove_workspace(self.sandbox.disk, self.settings.workspaces_dir / conversation_id)
 
     def profile(self, role: str) -> AgentProfile:
         return self.profiles.get(role) or self.master

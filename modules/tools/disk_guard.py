@@ -62,21 +62,6 @@ class DiskGuard:
         return (f"{quota} by a poll every {SIZE_EVERY_S:g} s (no kernel quota: {self.poll_reason}), each file by "
                 "RLIMIT_FSIZE")
 
-    def open(self, workspace: Path, *, create: bool = True) -> Path:
-        """The workspace's folder, its file system mounted where it has one; with `create`, made if missing."""
-        if self.images is not None:
-            off_loop(functools.partial(self.images.open, workspace, create=create))
-        elif create:
-            workspace.mkdir(parents=True, exist_ok=True)
-        return workspace
-
-    def remove(self, workspace: Path) -> None:
-        """Remove the workspace and its files (its image too)."""
-        if self.images is not None:
-            off_loop(self.images.remove, workspace)
-        else:
-            shutil.rmtree(workspace, ignore_errors=True)
-
     def _kernel_bound(self, workspace: Path) -> bool:
         return self.images is not None and self.images.holds(workspace)
 
@@ -129,6 +114,23 @@ class DiskGuard:
             return None
 
         return check
+
+
+def open_workspace(disk: DiskGuard | None, workspace: Path, *, create: bool = True) -> Path:
+    """The workspace's folder, its file system mounted where it has one; with `create`, made if missing."""
+    if disk is not None and disk.images is not None:
+        off_loop(functools.partial(disk.images.open, workspace, create=create))
+    elif create:
+        workspace.mkdir(parents=True, exist_ok=True)
+    return workspace
+
+
+def remove_workspace(disk: DiskGuard | None, workspace: Path) -> None:
+    """Remove the workspace and its files (its image and its mount too)."""
+    if disk is not None and disk.images is not None:
+        off_loop(disk.images.remove, workspace)
+    else:
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 def build_disk_guard(settings: Settings) -> DiskGuard:

@@ -14,8 +14,9 @@ ext4): the second finds the device the first attached and mounts that (modules/t
 
 A quota changed between two starts resizes an image at its next mount where no process holds it (offline:
 `e2fsck -f`, `resize2fs`): it grows, and it shrinks if its files fit; one that does not keeps its size, and
-its commands are refused until files are deleted. A workspace of an older server (files, no image) is copied into
-a new image when they fit, and otherwise stays on the poll (modules/tools/disk_guard.py), with a log line.
+its commands are refused until files are deleted. A workspace of an older server (files, no image) is copied
+into a new image when they fit, and otherwise stays on the poll (modules/tools/disk_guard.py), with a log
+line.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class WorkspaceImages:
             with self._lock:
                 if workspace in self._mounted:
                     return
+            if os.path.ismount(workspace):  # mounted in this namespace already (another instance's doing)
+                with self._lock:
+                    self._mounted.add(workspace)
+                return
             image = self._image(workspace)
             if not image.exists():
                 if not create:
@@ -116,6 +121,7 @@ class WorkspaceImages:
                 mount_namespace.unmount(str(workspace))
             self._image(workspace).unlink(missing_ok=True)
             shutil.rmtree(workspace, ignore_errors=True)
+            (self.images_dir / f"{workspace.name}.lock").unlink(missing_ok=True)
 
     def close(self) -> None:
         """Unmount every workspace this process mounted (a server's namespace does so when it ends)."""
