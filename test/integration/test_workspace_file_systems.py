@@ -1,7 +1,8 @@
 """A real server's workspaces as file systems of their own (README, "Command sandbox": WORKSPACE_QUOTA): the
 start-up line says how the quota holds; a server killed (SIGKILL) with a command running leaves no mount on
-the host and no loop device attached, and the next server finds the files; where images cannot be mounted,
-`auto` falls back to the poll and `loop` refuses to start."""
+the host and no loop device attached, and the next server finds the files; two processes of a cluster on one
+DATA_DIR share one loop device per image; where images cannot be mounted, `auto` falls back to the poll and
+`loop` refuses to start."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from test.conftest import ROOT, free_port, wait_until
+from test.db_urls import fresh_database
 from test.integration.sandbox_helpers import run_in_sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None
@@ -56,6 +58,28 @@ def test_a_killed_server_leaves_no_mount_and_no_loop_device_and_the_next_finds_t
     server.start()
     again = run_in_sandbox(server, llm, "cat kept.txt", token="tok-a", conversation_id=cid)
     assert again["success"] and again["output"].strip() == "kept", again
+
+
+def test_two_processes_on_one_data_directory_share_one_loop_device_per_workspace(make_server, llm, tmp_path,
+                                                                              redis_url):
+    with fresh_database("postgresql", tmp_path) as url:
+        shared = tmp_path / "shared"
+        a = make_server(data_dir=shared, database_url=url, env={"REDIS_URL": redis_url})
+        b = make_server(data_dir=shared, database_url=url, env={"REDIS_URL": redis_url})
+        cid = a.post("/api/conversations", {"title": "shared"}).json()["conversation_id"]
+        for server, name in ((a, "from-a.txt"), (b, "from-b.txt")):  # each process mounts the workspace
+            res = server.request("POST", f"/api/conversations/{cid}/files", files={"file": (name, name.encode())})
+            assert res.status_code == 201, res.text
+        for server in (a, b):
+            names = [f["name"] for f in server.get(f"/api/conversations/{cid}/files").json()["data"]]
+            assert names == ["from-a.txt", "from-b.txt"]
+            assert sorted(p.name for p in server.workspace(cid).iterdir()) == ["from-a.txt", "from-b.txt"]
+        assert len(_loops_under(shared)) == 1  # two devices on one image would corrupt it
+        done = run_in_sandbox(b, llm, "cat from-a.txt; echo; cat from-b.txt", token=None, conversation_id=cid)
+        assert done["success"] and done["output"].split() == ["from-a.txt", "from-b.txt"], done
+        a.stop()
+        b.stop()
+    assert _loops_under(shared) == []
 
 
 def _start(data_dir: Path, quota: str) -> subprocess.CompletedProcess[str]:
