@@ -63,7 +63,12 @@ class DiskGuard:
                 "RLIMIT_FSIZE")
 
     def _kernel_bound(self, workspace: Path) -> bool:
-        return self.images is not None and self.images.holds(workspace)
+        """The workspace is its own file system (mounted again here if it was unmounted while idle)."""
+        if self.images is None:
+            return False
+        if not self.images.holds(workspace) and self.images.has_image(workspace):
+            off_loop(functools.partial(self.images.open, workspace, create=False))
+        return self.images.holds(workspace)
 
     def room(self, workspace: Path) -> int | None:
         """What the workspace's quota has left, in bytes (0 when it is passed), for RLIMIT_FSIZE; None where

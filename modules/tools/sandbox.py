@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroups
-from modules.tools.disk_guard import DiskGuard, build_disk_guard
+from modules.tools.disk_guard import DiskGuard, build_disk_guard, open_workspace
 from modules.tools.launched import Launched
 from modules.tools.sandbox_etc import build_etc
 from modules.tools.sandbox_network import spawn_networked
@@ -197,8 +197,8 @@ class Sandbox:
 
     # -- running --------------------------------------------------------------
     def prepare_workspace(self, workspace: Path) -> None:
-        """The sandbox's user must be able to write its workspace."""
-        workspace.mkdir(parents=True, exist_ok=True)
+        """The workspace mounted (its own file system, where it has one) and writable by the sandbox's user."""
+        open_workspace(self.disk, workspace)
         if self.active and self._privileged:
             uid = conversation_uid(workspace)
             info = workspace.stat()
