@@ -140,7 +140,7 @@ class Sandbox:
             self._disable_userns = not self._privileged and _bwrap_supports(self._bwrap, "--disable-userns")
             with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
                 workspace = Path(tmp)
-                self.prepare_workspace(workspace)
+                self._hand_over(workspace)  # a folder of the probe's own, never a workspace's file system
                 started = time.monotonic()
                 try:
                     launched = self.spawn("true", workspace, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -199,6 +199,9 @@ class Sandbox:
     def prepare_workspace(self, workspace: Path) -> None:
         """The workspace mounted (its own file system, where it has one) and writable by the sandbox's user."""
         open_workspace(self.disk, workspace)
+        self._hand_over(workspace)
+
+    def _hand_over(self, workspace: Path) -> None:
         if self.active and self._privileged:
             uid = conversation_uid(workspace)
             info = workspace.stat()
