@@ -1,13 +1,16 @@
-"""CrossWOZ and MultiWOZ 2.1 as labelled sets: one agent per domain, labels from the user's own dialogue acts.
+"""CrossWOZ, MultiWOZ 2.1 and SGD as labelled sets: one agent per domain, labels from the user's own dialogue acts.
 
 CrossWOZ (thu-coai/CrossWOZ, Apache-2.0, Chinese) and MultiWOZ 2.1 as in thu-coai/ConvLab-2 (Apache-2.0, English)
 ship their validation splits as bench/crosswoz/val.json.zip and bench/multiwoz/val.json.zip, unchanged (see the
-README beside each). Both are read by one loop: each user turn is labelled by the domains of its own dialogue acts
-(General acts such as thanks and greetings, and MultiWOZ's `Booking-*`, name none): no domain, or only the domain of
-the previous turn, is a same-agent follow-up; any other domain is a topic switch to that domain's agent (a turn
-naming the previous domain and a new one counts as a switch to the new one). The agents answer with the dataset's
-system replies. Dialogues are split by sorted id: the first half `dev` (the rules were read against it and the
-follow-up model, bench/train_follow_up.py, is trained on it), the second `held_out` (never tuned on).
+README beside each); the Schema-Guided Dialogue dataset (CC BY-SA 4.0, English) ships the multi-service dialogues
+of its train and dev splits as compact records (bench/sgd/, derived by bench/sgd/derive.py; for SGD a user turn's
+"acts" are the services its frames act on). All are read by one loop: each user turn is labelled by the domains of
+its own dialogue acts (General acts such as thanks and greetings, and MultiWOZ's `Booking-*`, name none): no domain,
+or only the domain of the previous turn, is a same-agent follow-up; any other domain is a topic switch to that
+domain's agent (a turn naming the previous domain and a new one counts as a switch to the new one). The agents
+answer with the dataset's system replies. CrossWOZ and MultiWOZ are split by sorted id: the first half `dev` (the
+rules were read against it and bench/train_follow_up.py fits the follow-up model on it), the second `held_out` (never
+tuned on); SGD keeps its own `train` (fitted on) and `dev` (thresholds chosen on) splits.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class WozSet:
     profiles: Path
     agents: dict[str, str]  # the dataset's domain -> the agent of the team
     exchanges: Callable[[dict[str, Any]], Iterator[Exchange]]  # one dialogue's user turns, in order
+    own_splits: bool = False  # each record names its split (SGD); else halves by sorted id
 
     def load(self, path: Path | None = None) -> list[list[Turn]]:
         with zipfile.ZipFile(path or self.data) as z:
@@ -42,7 +46,8 @@ class WozSet:
             data = json.loads(z.read(name).decode("utf-8"))
         ids = sorted(data)
         half = len(ids) // 2
-        return [self._dialogue(did, data[did], "dev" if i < half else "held_out") for i, did in enumerate(ids)]
+        return [self._dialogue(did, data[did], data[did]["split"] if self.own_splits else
+                               "dev" if i < half else "held_out") for i, did in enumerate(ids)]
 
     def _dialogue(self, did: str, dialogue: dict[str, Any], split: str) -> list[Turn]:
         turns: list[Turn] = []
@@ -77,6 +82,11 @@ def _multiwoz_exchanges(dialogue: dict[str, Any]) -> Iterator[Exchange]:
         yield log[i]["text"].strip(), reply, [a.split("-", 1)[0] for a in log[i].get("dialog_act") or {}]
 
 
+def _sgd_exchanges(dialogue: dict[str, Any]) -> Iterator[Exchange]:
+    for user, reply, domains in dialogue["turns"]:
+        yield str(user), str(reply), list(domains)
+
+
 CROSSWOZ = WozSet("crosswoz", "zh", BENCH / "crosswoz" / "val.json.zip", BENCH / "crosswoz" / "profiles.toml",
                   {"餐馆": "RestaurantAgent", "景点": "AttractionAgent", "酒店": "HotelAgent", "地铁": "MetroAgent",
                    "出租": "TaxiAgent"}, _crosswoz_exchanges)
@@ -84,3 +94,8 @@ MULTIWOZ = WozSet("multiwoz", "en", BENCH / "multiwoz" / "val.json.zip", BENCH /
                   {"Restaurant": "RestaurantAgent", "Hotel": "HotelAgent", "Attraction": "AttractionAgent",
                    "Train": "TrainAgent", "Taxi": "TaxiAgent", "Police": "PoliceAgent", "Hospital": "HospitalAgent"},
                   _multiwoz_exchanges)
+SGD = WozSet("sgd", "en", BENCH / "sgd" / "dialogues.json.zip", BENCH / "sgd" / "profiles.toml",
+             {d: f"{d}Agent" for d in ("Alarm", "Banks", "Buses", "Calendar", "Events", "Flights", "Homes", "Hotels",
+                                       "Media", "Movies", "Music", "RentalCars", "Restaurants", "RideSharing",
+                                       "Services", "Travel", "Weather")},
+             _sgd_exchanges, own_splits=True)
