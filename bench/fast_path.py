@@ -24,7 +24,9 @@ labelled one), the fast path on topic switches, and routing requests before the 
 turn (0 on the fast path, 1 for the combined request), typed and with suggestion chips
 clicked (the chip's word replaces the typed text where the set marks one). The predictions
 call the product's own rules; then the typed turns are replayed through a real server and
-every route it returns is compared with the prediction (the run fails on a mismatch).
+every route it returns is compared with the prediction (the run fails on a mismatch). On the WOZ sets, a
+misroute to the agent whose domain the dataset's own reply before it already acted in (its system had moved
+on: the turn answers that reply) is counted as a misroute, and also apart.
 
 Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run; `--sets-only` for the
 scores of the labelled sets without any server;
@@ -157,7 +159,10 @@ def report_set(title: str, dialogues: list[list[Turn]], signals: RoutingSignals,
                     rows.append(score_rows(f"{name}, with chips", [o for o in clicked_all if keep(o)]) + [""])
         bad = [o for o in typed_all if o.misroute]
         shown = [o for o in bad if o.turn.split == "dev"]  # held-out turns are counted, never read
-        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}): " + ("; ".join(
+        after = [o for o in bad if o.follows_the_reply]  # counted as misroutes all the same
+        apart = f"to the agent the dataset's reply had already acted for: {len(after)}, " \
+                f"{sum(o.turn.split != 'dev' for o in after)} not in dev"
+        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}; {apart}): " + ("; ".join(
             f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in shown[:8]) or "none"))
     print_table([*SCORE_HEADERS, "decision us / message"], rows)
     return result

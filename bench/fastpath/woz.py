@@ -27,7 +27,8 @@ from bench.fastpath.dialogue_set import Turn
 BENCH = Path(__file__).resolve().parent.parent
 MASTER = "MasterAgent"
 
-Exchange = tuple[str, str, list[str]]  # the user's text, the system's reply, the domains the user's acts name
+# the user's text, the system's reply, the domains the user's acts name, the domains the reply's acts name
+Exchange = tuple[str, str, list[str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ class WozSet:
 
     def _dialogue(self, did: str, dialogue: dict[str, Any], split: str) -> list[Turn]:
         turns: list[Turn] = []
-        for user, reply, acts in self.exchanges(dialogue):
+        for user, reply, acts, reply_acts in self.exchanges(dialogue):
             domains = [d for d in dict.fromkeys(acts) if d in self.agents]
+            answered = tuple(dict.fromkeys(self.agents[d] for d in reply_acts if d in self.agents))
             if not turns:
                 agent, cont, kind = (self.agents[domains[0]] if domains else MASTER), False, "new"
             else:
@@ -63,7 +65,7 @@ class WozSet:
                 else:
                     agent, cont, kind = new[0], False, "switch"
             turns.append(Turn(f"{self.name}-{did}", self.lang, len(turns), user, kind, agent, cont, None, None, reply,
-                              split))
+                              split, answered))
         return turns
 
 
@@ -71,20 +73,23 @@ def _crosswoz_exchanges(dialogue: dict[str, Any]) -> Iterator[Exchange]:
     messages = dialogue["messages"]
     for i, m in enumerate(messages):
         if m["role"] == "usr":
-            reply = next((r["content"] for r in messages[i + 1:i + 2] if r["role"] == "sys"), "")
-            yield m["content"], reply, [a[1] for a in m["dialog_act"] if a[0] != "General"]
+            sys_turn = next((r for r in messages[i + 1:i + 2] if r["role"] == "sys"), None)
+            reply = sys_turn["content"] if sys_turn else ""
+            reply_acts = [a[1] for a in sys_turn["dialog_act"] if a[0] != "General"] if sys_turn else []
+            yield m["content"], reply, [a[1] for a in m["dialog_act"] if a[0] != "General"], reply_acts
 
 
 def _multiwoz_exchanges(dialogue: dict[str, Any]) -> Iterator[Exchange]:
     log = dialogue["log"]
     for i in range(0, len(log), 2):  # user and system turns alternate, the user first
         reply = log[i + 1]["text"] if i + 1 < len(log) else ""
-        yield log[i]["text"].strip(), reply, [a.split("-", 1)[0] for a in log[i].get("dialog_act") or {}]
+        reply_acts = [a.split("-", 1)[0] for a in log[i + 1].get("dialog_act") or {}] if i + 1 < len(log) else []
+        yield log[i]["text"].strip(), reply, [a.split("-", 1)[0] for a in log[i].get("dialog_act") or {}], reply_acts
 
 
 def _sgd_exchanges(dialogue: dict[str, Any]) -> Iterator[Exchange]:
-    for user, reply, domains in dialogue["turns"]:
-        yield str(user), str(reply), list(domains)
+    for user, reply, domains, reply_domains in dialogue["turns"]:
+        yield str(user), str(reply), list(domains), list(reply_domains)
 
 
 CROSSWOZ = WozSet("crosswoz", "zh", BENCH / "crosswoz" / "val.json.zip", BENCH / "crosswoz" / "profiles.toml",

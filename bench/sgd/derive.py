@@ -5,8 +5,8 @@ Run once, by hand, against a git directory of that repository (`--git-dir`); the
 
 - `dialogues.json.zip`: the dialogues of its `train` and `dev` splits (the files of 4 MiB and more that the store
   lacks are skipped; `--per-split` caps the count) that use more than one service, as compact records: per user turn
-  its text, the system's reply after it and the domains of the services its frames act on. The `test` split is
-  never read.
+  its text, the system's reply after it, the domains of the services its frames act on and those the reply's frames
+  act on. The `test` split is never read.
 - `profiles.toml`: a team of one agent per domain (`Restaurants_1`, `Restaurants_2` -> `RestaurantsAgent`), its
   description the schema's own service descriptions, its system prompt the schema's intent descriptions: a team
   written from the dataset's text, not by hand.
@@ -49,9 +49,10 @@ def compact(dialogue: dict[str, Any]) -> list[list[Any]]:
     for i, t in enumerate(turns):
         if t["speaker"] != "USER":
             continue
-        reply = turns[i + 1]["utterance"] if i + 1 < len(turns) and turns[i + 1]["speaker"] == "SYSTEM" else ""
+        system = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["speaker"] == "SYSTEM" else None
         domains = list(dict.fromkeys(domain(f["service"]) for f in t["frames"] if f["actions"]))
-        out.append([t["utterance"], reply, domains])
+        answered = list(dict.fromkeys(domain(f["service"]) for f in system["frames"] if f["actions"])) if system else []
+        out.append([t["utterance"], system["utterance"] if system else "", domains, answered])
     return out
 
 
