@@ -15,15 +15,18 @@ split into `dev`, read while the rules were written, and `held_out`, never tuned
 bench/switches.json (short requests that switch agent, corrections; held out) and
 bench/travel_en/ (English, a description-only team; `dev` and `held_out`), Part 3 over
 CrossWOZ's validation split (bench/crosswoz/, labels from its dialogue acts, one agent per
-domain; its own `dev` and `held_out` halves) and Part 3b over MultiWOZ 2.1's (bench/multiwoz/,
-labelled alike, English). Each set is scored with its profiles' `keywords` and without
+domain; its own `dev` and `held_out` halves), Part 3b over MultiWOZ 2.1's (bench/multiwoz/,
+labelled alike, English) and Part 3c over SGD's dev split (bench/sgd/, English, where the English thresholds
+of the follow-up model were chosen). Each set is scored with its profiles' `keywords` and without
 them (every agent's domain is read from its profile's text). For each: hit rate (intended
 continuations that take the fast path), misroutes (the fast path to an agent other than the
 labelled one), the fast path on topic switches, and routing requests before the agent per
 turn (0 on the fast path, 1 for the combined request), typed and with suggestion chips
 clicked (the chip's word replaces the typed text where the set marks one). The predictions
 call the product's own rules; then the typed turns are replayed through a real server and
-every route it returns is compared with the prediction (the run fails on a mismatch).
+every route it returns is compared with the prediction (the run fails on a mismatch). On the WOZ sets, a
+misroute to the agent whose domain the dataset's own reply before it already acted in (its system had moved
+on: the turn answers that reply) is counted as a misroute, and also apart.
 
 Run: `.venv/bin/python bench/fast_path.py` (or `make bench`); `--quick` for a smoke run; `--sets-only` for the
 scores of the labelled sets without any server;
@@ -52,7 +55,7 @@ from bench.fastpath import latency  # noqa: E402
 from bench.fastpath.dialogue_set import SPLITS, Outcome, Turn, load_dialogues, score, simulate  # noqa: E402
 from bench.fastpath.model import StreamingModel  # noqa: E402
 from bench.fastpath.replay import BenchError, Replay, replay  # noqa: E402
-from bench.fastpath.woz import CROSSWOZ, MULTIWOZ  # noqa: E402
+from bench.fastpath.woz import CROSSWOZ, MULTIWOZ, SGD  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
 from modules.multi_agent.fast_path import RoutingSignals, load_routing_signals  # noqa: E402
@@ -156,7 +159,10 @@ def report_set(title: str, dialogues: list[list[Turn]], signals: RoutingSignals,
                     rows.append(score_rows(f"{name}, with chips", [o for o in clicked_all if keep(o)]) + [""])
         bad = [o for o in typed_all if o.misroute]
         shown = [o for o in bad if o.turn.split == "dev"]  # held-out turns are counted, never read
-        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}): " + ("; ".join(
+        after = [o for o in bad if o.follows_the_reply]  # counted as misroutes all the same
+        apart = f"to the agent the dataset's reply had already acted for: {len(after)}, " \
+                f"{sum(o.turn.split != 'dev' for o in after)} not in dev"
+        print(f"misroutes typed, {label} ({len(bad)}; of the dev split {len(shown)}; {apart}): " + ("; ".join(
             f"{o.text!r} ({o.previous_agent} -> {o.turn.agent}, {o.reason})" for o in shown[:8]) or "none"))
     print_table([*SCORE_HEADERS, "decision us / message"], rows)
     return result
@@ -211,6 +217,10 @@ def report_sets(args: argparse.Namespace, signals: RoutingSignals) -> tuple[list
     report_set(f"Part 3b: MultiWOZ 2.1 validation split ({MULTIWOZ.data.name}), {len(mw)} dialogues, "
                f"{sum(len(d) for d in mw)} user turns, English; a description-only team (both rows alike)", mw,
                signals, vocabularies(MULTIWOZ.profiles, signals))
+    sgd = [d for d in SGD.load() if d[0].split == "dev"]
+    report_set(f"Part 3c: SGD dev split (bench/sgd/; the English thresholds were chosen on it), {len(sgd)} "
+               f"multi-service dialogues, {sum(len(d) for d in sgd)} user turns; a team from the schema's descriptions",
+               sgd, signals, vocabularies(SGD.profiles, signals))
     return dialogues, typed, cw, cw_typed
 
 

@@ -1,16 +1,20 @@
 """Trains the fast path's follow-up model (modules/multi_agent/follow_up_model.py) and writes its weights.
 
-Training data, `dev` parts only: the first halves by id of CrossWOZ's and MultiWOZ 2.1's validation splits
-(bench/fastpath/woz.py; CrossWOZ with its profiles' keywords and without them), and the `dev` dialogues of
-bench/dialogues.json and bench/travel_en. Held out, never read here: the second halves of both validation splits,
-bench/switches.json and every `held_out` dialogue (bench/fast_path.py measures on them); the test splits of
-CrossWOZ and MultiWOZ are not in the repository at all. Each user turn after the first is one example: its
-features against the previous turn's agent (its last reply, its domain view), label 1 when it goes on with that
-agent. A logistic regression (L2, AdaGrad, fixed order and seed: the same file each run) is fitted; the two
-thresholds are chosen on 5-fold out-of-fold probabilities (folds by dialogue) as those that take the most
-follow-ups while at most `--max-misroutes` of each language's topic switches go to the previous agent.
+Fitted on: the train split of the Schema-Guided Dialogue dataset (English; its multi-service dialogues, bench/sgd/,
+with a team written from the schema's own descriptions), the first halves by id of CrossWOZ's and MultiWOZ 2.1's
+validation splits (bench/fastpath/woz.py; CrossWOZ with its profiles' keywords and without them; their train splits
+are not to be had here: over the store's 4 MiB limit), and the `dev` dialogues of bench/dialogues.json and
+bench/travel_en. Thresholds chosen on: SGD's dev split (never fitted on), and 5-fold out-of-fold probabilities (folds
+by dialogue) of the other fitted parts. Never read here: the second halves of CrossWOZ's and MultiWOZ's validation
+splits, bench/switches.json and every `held_out` dialogue (bench/fast_path.py measures on them); the test splits of
+CrossWOZ, MultiWOZ and SGD are not in the repository at all.
 
-Run: `.venv/bin/python bench/train_follow_up.py` (about a minute); `--check` compares with the shipped file.
+Each user turn after the first is one example: its features against the previous turn's agent (its last reply, its
+domain view), label 1 when it goes on with that agent. A logistic regression (L2, AdaGrad, fixed order and seed: the
+same file each run) is fitted; per language, the two thresholds are those that take the most follow-ups while at
+most `--max-misroutes` of each set's topic switches go to the previous agent.
+
+Run: `.venv/bin/python bench/train_follow_up.py` (about 2 minutes); `--check` compares with the shipped file.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.fastpath.dialogue_set import Turn, load_dialogues  # noqa: E402
-from bench.fastpath.woz import CROSSWOZ, MULTIWOZ  # noqa: E402
+from bench.fastpath.woz import CROSSWOZ, MULTIWOZ, SGD  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
 from modules.multi_agent.fast_path import RoutingSignals, load_routing_signals  # noqa: E402
@@ -47,6 +51,7 @@ GRID = [i / 100 for i in range(1, 100)] + [0.995, 0.999, 1.0]
 
 @dataclass(frozen=True)
 class Example:
+    group: str  # the set it comes from: thresholds bound each tune set's misroutes
     dialogue: str
     lang: str
     names: tuple[str, ...]
@@ -60,30 +65,49 @@ def team(profiles: Path | None, signals: RoutingSignals, use_keywords: bool) -> 
     return TeamVocabulary.of(loaded, signals, use_keywords=use_keywords)
 
 
-def examples(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: TeamVocabulary,
-             tag: str) -> list[Example]:
+def examples(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: TeamVocabulary, tag: str,
+             split: str) -> list[Example]:
     out = []
     for turns in dialogues:
         for previous, turn in zip(turns, turns[1:], strict=False):
-            if turn.split != "dev":
+            if turn.split != split:
                 continue
             view = vocabulary.view(previous.agent)
             rules = judge(signals, turn.user, previous.reply, view)
             names = features(signals, turn.user, previous.reply, view, rules)
-            out.append(Example(f"{tag}:{turn.dialogue}", turn.lang, tuple(names), int(turn.cont), rules.continues,
-                               is_final(rules, names)))
+            out.append(Example(tag, f"{tag}:{turn.dialogue}", turn.lang, tuple(names), int(turn.cont),
+                               rules.continues, is_final(rules, names)))
     return out
 
 
-def training_set(signals: RoutingSignals) -> list[Example]:
-    cw, mw = CROSSWOZ.load(), MULTIWOZ.load()
-    own, travel = load_dialogues(BENCH / "dialogues.json"), load_dialogues(BENCH / "travel_en" / "dialogues.json")
-    return (examples(cw, signals, team(CROSSWOZ.profiles, signals, True), "kw")
-            + examples(cw, signals, team(CROSSWOZ.profiles, signals, False), "nokw")
-            + examples(mw, signals, team(MULTIWOZ.profiles, signals, False), "")
-            + examples(own, signals, team(None, signals, True), "kw")
-            + examples(own, signals, team(None, signals, False), "nokw")
-            + examples(travel, signals, team(BENCH / "travel_en" / "profiles.toml", signals, False), ""))
+def fit_set(signals: RoutingSignals) -> list[Example]:
+    cw, own = CROSSWOZ.load(), load_dialogues(BENCH / "dialogues.json")
+    travel = load_dialogues(BENCH / "travel_en" / "dialogues.json")
+    return (examples(SGD.load(), signals, team(SGD.profiles, signals, False), "sgd", "train")
+            + examples(MULTIWOZ.load(), signals, team(MULTIWOZ.profiles, signals, False), "multiwoz", "dev")
+            + examples(cw, signals, team(CROSSWOZ.profiles, signals, True), "crosswoz kw", "dev")
+            + examples(cw, signals, team(CROSSWOZ.profiles, signals, False), "crosswoz", "dev")
+            + examples(own, signals, team(None, signals, True), "own kw", "dev")
+            + examples(own, signals, team(None, signals, False), "own", "dev")
+            + examples(travel, signals, team(BENCH / "travel_en" / "profiles.toml", signals, False), "travel_en",
+                       "dev"))
+
+
+def out_of_fold(data: list[Example], folds: int = 5) -> list[float]:
+    """Each example's probability from a fit without its dialogue (folds by dialogue): for the parts of the fit set
+    that also choose thresholds (CrossWOZ's and MultiWOZ's validation halves; their train splits are not to be had)."""
+    fold = {d: i % folds for i, d in enumerate(sorted({e.dialogue.split(":", 1)[1] for e in data}))}
+    probs = [0.0] * len(data)
+    for k in range(folds):
+        weights = fit([e for e in data if fold[e.dialogue.split(":", 1)[1]] != k], seed=k)
+        for i, e in enumerate(data):
+            if fold[e.dialogue.split(":", 1)[1]] == k:
+                probs[i] = probability(weights, e.names)
+    return probs
+
+
+def tune_set(signals: RoutingSignals) -> list[Example]:
+    return examples(SGD.load(), signals, team(SGD.profiles, signals, False), "sgd dev", "dev")
 
 
 def fit(data: list[Example], seed: int = 0) -> dict[str, float]:
@@ -115,17 +139,6 @@ def probability(weights: dict[str, float], names: tuple[str, ...]) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def out_of_fold(data: list[Example], folds: int = 5) -> list[float]:
-    fold = {d: i % folds for i, d in enumerate(sorted({e.dialogue.split(":", 1)[1] for e in data}))}
-    probs = [0.0] * len(data)
-    for k in range(folds):
-        weights = fit([e for e in data if fold[e.dialogue.split(":", 1)[1]] != k], seed=k)
-        for i, e in enumerate(data):
-            if fold[e.dialogue.split(":", 1)[1]] == k:
-                probs[i] = probability(weights, e.names)
-    return probs
-
-
 def _counts(part: list[tuple[Example, float]]) -> dict[str, list[int]]:
     """Per grid value t: follow-ups / switches the rules let through with p >= t (`keep*`), those they leave
     undecided with p >= t (`take*`); and those the final verdicts let through (`final*`, one value)."""
@@ -142,23 +155,23 @@ def _counts(part: list[tuple[Example, float]]) -> dict[str, list[int]]:
 
 
 def thresholds(data: list[Example], probs: list[float], max_misroutes: float) -> tuple[float, float, str]:
-    """The (keep, take) pair that takes the most follow-ups with each language's misroutes within the bound."""
-    langs = sorted({e.lang for e in data})
-    counts = {lang: _counts([(e, p) for e, p in zip(data, probs, strict=True) if e.lang == lang]) for lang in langs}
+    """The (keep, take) pair that takes the most follow-ups with each tune set's misroutes within the bound."""
+    groups = sorted({e.group for e in data})
+    counts = {g: _counts([(e, p) for e, p in zip(data, probs, strict=True) if e.group == g]) for g in groups}
     best: tuple[int, float, float, str] = (-1, 1.0, 1.0, "")
     for i, keep in enumerate(GRID):
         for j, take in enumerate(GRID):
             if take < keep:
                 continue
             hits, summary, ok = 0, [], True
-            for lang in langs:
-                c = counts[lang]
+            for g in groups:
+                c = counts[g]
                 h = c["keep1"][i] + c["take1"][j] + c["final1"][0]
                 m = c["keep0"][i] + c["take0"][j] + c["final0"][0]
                 promoted = c["take0"][j] + c["take1"][j]
                 ok = ok and m <= max_misroutes * c["all0"][0] and c["take0"][j] <= MAX_PROMOTED_SWITCHES * promoted
                 hits += h
-                summary.append(f"{lang}: {h}/{c['all1'][0]} follow-ups, {m}/{c['all0'][0]} switches taken")
+                summary.append(f"{g}: {h}/{c['all1'][0]} follow-ups, {m}/{c['all0'][0]} switches taken")
             if ok and hits > best[0]:
                 best = (hits, keep, take, "; ".join(summary))
     return best[1], best[2], best[3]
@@ -166,22 +179,25 @@ def thresholds(data: list[Example], probs: list[float], max_misroutes: float) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--max-misroutes", type=float, default=0.02, help="out-of-fold bound per language (0.02: the goal)")
+    p.add_argument("--max-misroutes", type=float, default=0.02, help="bound per tune set (0.02: the goal)")
     p.add_argument("--out", type=Path, default=WEIGHTS)
     p.add_argument("--check", action="store_true", help="fail when the shipped weights differ from a new fit")
     args = p.parse_args(argv)
     signals = load_routing_signals(None)
-    data = training_set(signals)
-    print(f"{len(data)} examples ({sum(e.label for e in data)} follow-ups) from the dev parts")
-    probs = out_of_fold(data)
+    data, tune = fit_set(signals), tune_set(signals)
+    print(f"{len(data)} examples to fit ({sum(e.label for e in data)} follow-ups), {len(tune)} to tune")
+    weights = fit(data)
+    held = out_of_fold(data)
+    scored = [(e, p) for e, p in zip(data, held, strict=True) if e.group != "sgd"]  # SGD has its own dev split
+    scored += [(e, probability(weights, e.names)) for e in tune]
     chosen = {}
     for lang in ("en", "zh"):
-        part = [(e, p) for e, p in zip(data, probs, strict=True) if e.lang == lang]
+        part = [(e, p) for e, p in scored if e.lang == lang]
         keep, take, summary = thresholds([e for e, _ in part], [p for _, p in part], args.max_misroutes)
-        print(f"{lang}: thresholds keep {keep:.3f}, take {take:.3f}; out of fold: {summary}")
+        print(f"{lang}: thresholds keep {keep:.3f}, take {take:.3f}; {summary}")
         chosen[lang] = {"keep": keep, "take": take}
-    model = {"about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py on dev parts only",
-             "thresholds": chosen, "weights": fit(data)}
+    model = {"about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py",
+             "thresholds": chosen, "weights": weights}
     text = json.dumps(model, ensure_ascii=False, indent=0, sort_keys=True) + "\n"
     if args.check:
         same = args.out.read_text(encoding="utf-8") == text

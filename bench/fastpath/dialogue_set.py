@@ -34,6 +34,7 @@ class Turn:
     note: str | None
     reply: str
     split: str
+    reply_agents: tuple[str, ...] = ()  # the agents of the domains the dataset's reply acts in (WOZ sets only)
 
 
 def load_dialogues(path: Path) -> list[list[Turn]]:
@@ -83,6 +84,14 @@ class Outcome:
         return self.fast and not self.turn.cont and self.turn.agent != self.previous_agent
 
     previous_agent: str = ""
+    previous_reply_agents: tuple[str, ...] = ()
+
+    @property
+    def follows_the_reply(self) -> bool:
+        """A misroute whose labelled agent is one the reply before it already acted for: the dataset's system had
+        moved to that domain ("What time would you like to leave the restaurant?" before a taxi's "switch"), so
+        the turn answers the reply; counted as a misroute all the same, and reported apart."""
+        return self.misroute and self.turn.agent in self.previous_reply_agents
 
 
 def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: TeamVocabulary,
@@ -99,7 +108,8 @@ def simulate(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: T
                 out.append(Outcome(turn, text, clicked, False, "no active agent"))
             else:
                 v = decide(signals, text, previous.reply, vocabulary.view(previous.agent), (text,) if clicked else ())
-                out.append(Outcome(turn, text, clicked, v.continues, v.reason, previous.agent))
+                out.append(Outcome(turn, text, clicked, v.continues, v.reason, previous.agent,
+                                   previous.reply_agents))
             previous = turn
     return out
 

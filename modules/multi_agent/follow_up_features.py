@@ -5,7 +5,7 @@ The words that name a domain are replaced by what they are to the active agent, 
 describe, such as an address), so a weight learnt on a travel team's dialogues holds for any team. Then: English
 stems and their pairs, Chinese character bigrams of the delexicalised text, the rules' verdict
 (modules/multi_agent/follow_up.py), how the active agent's last reply ended (a question, options, a proposal,
-a closing), what the message shares with that reply, its length and whether it holds numbers.
+a closing) and whose domain it names, what the message shares with that reply, its length and whether it holds numbers.
 """
 
 from __future__ import annotations
@@ -44,6 +44,13 @@ def _marks(text: str, domain: DomainView) -> list[str]:
         for i in range(span.start, span.end):
             marks[i] = "<O>"
     return marks
+
+
+def _about(marks: set[str]) -> str:
+    """Whose domain a text names: the active agent's own, another's, both or none (a conjunction the linear model
+    cannot form from the marks alone: a reply that names only another agent's domain hands the topic over)."""
+    own, foreign = "<O>" in marks, "<F>" in marks
+    return "both" if own and foreign else "own" if own else "foreign" if foreign else "none"
 
 
 def delexicalised(text: str, domain: DomainView) -> list[str]:
@@ -86,8 +93,11 @@ def features(signals: RoutingSignals, message: str, reply: str | None, domain: D
         if not invites:
             out.append("reply=closing")
         tail = normalise(reply)[-REPLY_TAIL:]
-        out += [f"reply{part}={m}" for part, body in (("", tail), ("_q", normalise(ctx.question)[-REPLY_TAIL:]))
-                for m in sorted(set(_marks(body, domain)) - {""})]
+        for part, body in (("", tail), ("_q", normalise(ctx.question)[-REPLY_TAIL:])):
+            marks = set(_marks(body, domain)) - {""}
+            out += [f"reply{part}={m}" for m in sorted(marks)]
+            out.append(f"reply{part}_about={_about(marks)}")
+        out.append(f"about={_about(set(tokens))}|{_about(set(_marks(tail, domain)))}")
         names = [n for n in _NAME.findall(message.strip()) if n not in ("I", "I'm", "I'd", "I'll")]
         out += ["name=in reply" if n.lower() in reply.lower() else "name=new" for n in names[:3]]
         mine = content_terms(text, signals)

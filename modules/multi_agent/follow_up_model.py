@@ -2,10 +2,11 @@
 
 A logistic regression over the features of modules/multi_agent/follow_up_features.py (no team in them: domain words
 are read as the active agent's own or another's) gives the probability that a message follows up with the active
-agent. Its weights (`follow_up_model.json` beside this file, a few hundred kB) are trained by
-bench/train_follow_up.py on the `dev` halves of CrossWOZ's and MultiWOZ's validation splits and the dev parts of the
-project's own sets; its thresholds, per language, were chosen there on out-of-fold predictions, for at most 2 % of
-topic switches taken and at most 0.5 % of what it takes from the rules' "undecided". The model may only hold back
+agent. Its weights (`follow_up_model.json` beside this file, under 1 MB) are trained by bench/train_follow_up.py on
+the Schema-Guided Dialogue dataset's train split (bench/sgd/), the `dev` halves of CrossWOZ's and MultiWOZ's
+validation splits and the dev parts of the project's own sets; its thresholds, per language, were chosen on SGD's dev
+split and on out-of-fold predictions of the rest, for at most 2 % of topic switches taken and at most 0.5 % of what
+it takes from the rules' "undecided". The model may only hold back
 what the rules would let through (`keep`) and let through what they leave undecided when it is sure (`take`); a
 topic-switch phrase or a correction ("不是这个") stays with the routing request, as does anything the model is unsure
 of: it never guesses another agent. Deterministic, pure Python; it about doubles the rules' time (0.5-0.7 ms a

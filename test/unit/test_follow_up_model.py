@@ -101,3 +101,27 @@ def test_the_shipped_model_is_small_deterministic_and_fast():
     for m in messages:
         decide(SIGNALS, m, reply, view)
     assert (time.perf_counter() - started) / len(messages) < 0.005  # < 1 ms on a quiet machine; bound for CI load
+
+
+def test_a_reply_that_names_only_another_agents_domain_is_a_feature_of_its_own():
+    # the linear model cannot form "names another's domain and not its own" from the marks alone
+    view = EN.view("TrainAgent")
+    handed_over = features(SIGNALS, "Yes please.", "Shall I look for a hotel in the north as well?", view,
+                           judge(SIGNALS, "Yes please.", "Shall I look for a hotel in the north as well?", view))
+    assert "reply_q_about=foreign" in handed_over and "about=none|foreign" in handed_over
+    own = features(SIGNALS, "Yes please.", "Shall I book the train for you?", view,
+                   judge(SIGNALS, "Yes please.", "Shall I book the train for you?", view))
+    assert "reply_q_about=own" in own
+
+
+def test_the_sgd_training_set_keeps_its_own_splits_and_labels_a_change_of_service_a_switch():
+    from bench.fastpath.woz import SGD  # the compact table of bench/sgd/ (bench/sgd/README.md)
+
+    dialogues = SGD.load()
+    assert {d[0].split for d in dialogues} == {"train", "dev"}
+    turns = [t for d in dialogues for t in d[1:]]
+    switches = [t for t in turns if not t.cont]
+    assert switches and all(t.agent.endswith("Agent") and t.agent != "MasterAgent" for t in switches)
+    assert 0.05 < len(switches) / len(turns) < 0.3  # multi-service dialogues: mostly follow-ups, some switches
+    profiles = load_profiles(SGD.profiles, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
+    assert set(SGD.agents.values()) <= set(profiles) and not any(p.keywords for p in profiles.values())
