@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test smoke lock lint typecheck bench clean frontend sandbox browser nginx mutate
+.PHONY: run test smoke lock lint typecheck bench clean frontend sandbox browser nginx cgroup2-vm mutate
 
 FRONTEND_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
 	$(wildcard frontend/index.html frontend/package.json frontend/vite.config.ts frontend/tsconfig*.json)
@@ -60,6 +60,12 @@ nginx:
 	      || { echo "could not install nginx; run: apt-get install -y nginx"; exit 1; }; \
 	  else echo "the cluster test needs nginx; run: sudo apt-get install -y nginx"; exit 1; fi; }
 
+# The cgroup v2 test boots Debian's kernel under qemu (test/vm/cgroup2_vm.py): install qemu and busybox, fetch it.
+cgroup2-vm: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  $(PY) -m test.vm.cgroup2_vm || echo "could not prepare the cgroup2 VM; its test is skipped"; \
+	else echo "the cgroup2 VM needs root and apt-get; its test is skipped"; fi
+
 run: $(STAMP) $(FRONTEND_DIST) sandbox
 	$(PY) run.py
 
@@ -68,7 +74,7 @@ run: $(STAMP) $(FRONTEND_DIST) sandbox
 smoke: $(STAMP)
 	$(PY) -m pytest -q -p no:schemathesis -p no:hypothesispytest test/smoke
 
-test: $(STAMP) $(FRONTEND_DIST) sandbox browser nginx smoke
+test: $(STAMP) $(FRONTEND_DIST) sandbox browser nginx cgroup2-vm smoke
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	cd frontend && npm test --silent

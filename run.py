@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    if settings.workspace_quota != "poll":
+        from modules.tools import mount_namespace
+
+        mount_namespace.enter_private()  # before any thread; why it could not is in the start-up line
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not settings.auth_required and not is_loopback(settings.host):
         print(
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         server = create_app(settings, async_mode="eventlet")
-    except (ProfileError, SignalsError) as exc:
+    except (ProfileError, SignalsError, ConfigError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     app = server.app
@@ -98,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
     pool_size, file_limit = connection_capacity()
-    limits = ClientLimits(header_timeout_s=settings.client_header_timeout_s,
-                          idle_timeout_s=settings.client_idle_timeout_s,
-                          body_timeout_s=settings.client_body_timeout_s,
-                          max_connections=settings.client_max_connections)
+    limits = ClientLimits.of(settings)
     log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
              settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,

@@ -12,7 +12,12 @@ waits `--gap-ms` first (100 ms by default, both ways alike), as a model's step d
 the sandbox starts the next command's process ahead (modules/tools/sandbox_warm.py), and `--gap-ms 0`
 measures commands back to back, where that process is still starting when the next command comes.
 
-Run: `.venv/bin/python bench/sandbox.py [--runs N]` (a few seconds).
+The disk quota's two ways are measured too, each sandboxed beside a bare command: the workspace its own
+loop-mounted file system (the kernel holds the quota; as root, in a mount namespace of the benchmark's own,
+as the server makes one) and the poll (the workspace's size read at each command's start and end). The
+kernel's way adds nothing to a command: its image is mounted once, at the conversation's first command.
+
+Run: `.venv/bin/python bench/sandbox.py [--runs N]` (under a minute).
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from modules.tools import mount_namespace  # noqa: E402
+from modules.tools.disk_guard import DiskGuard, open_workspace  # noqa: E402
 from modules.tools.sandbox import Sandbox  # noqa: E402
 from modules.tools.shell import run_shell  # noqa: E402
+from modules.tools.workspace_images import WorkspaceImages  # noqa: E402
 
 GOAL_MS = 20.0
 
@@ -48,22 +56,31 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--gap-ms", type=float, default=100.0, help="pause before each run, both ways alike")
     args = parser.parse_args()
+    namespace = mount_namespace.enter_private()  # before any thread, as run.py; its mounts go with this process
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         root = Path(tmp)
+        images = WorkspaceImages(root / "images", 256 * 2**20)
+        images_problem = namespace or images.probe()
         # The baseline is a bare command: no sandbox, no cgroup; "added" is all the sandbox costs (bwrap, its
         # seccomp filter, the command's cgroup).
         bare = Sandbox(mode="off", cgroups=False).probe()
         modes = {"unsandboxed": bare, "sandboxed": Sandbox().probe(),
-                 "sandboxed, network on": Sandbox(network=True).probe()}
+                 "sandboxed, network on": Sandbox(network=True).probe(),
+                 "sandboxed, quota by the kernel": Sandbox(disk=DiskGuard(root, 0, 256 * 2**20, images=images)),
+                 "sandboxed, quota by a poll": Sandbox(disk=DiskGuard(root, 0, 256 * 2**20)).probe()}
+        if images_problem is None:
+            modes["sandboxed, quota by the kernel"].probe()
+        else:
+            modes["sandboxed, quota by the kernel"].problem = images_problem
         for name, sandbox in list(modes.items()):
             if name != "unsandboxed" and not sandbox.active:
                 print(f"{name}: skipped ({sandbox.problem})")
                 del modes[name]
-        workspace = root / "conversation-1"
         pairs: dict[str, tuple[list[float], list[float]]] = {}
         for name, sandbox in modes.items():
             if name == "unsandboxed":
                 continue
+            workspace = open_workspace(sandbox.disk, root / name.replace(" ", "-").replace(",", ""))
             pair: tuple[list[float], list[float]] = ([], [])
             for _ in range(args.runs):
                 time.sleep(args.gap_ms / 1000)
@@ -71,6 +88,7 @@ def main() -> int:
                 time.sleep(args.gap_ms / 1000)
                 pair[1].append(time_true(sandbox, workspace, root))
             pairs[name] = pair
+        images.close()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"`true` through run_shell, {args.runs} runs each way beside a bare one, {args.gap_ms:g} ms apart (ms), "
           f"load average {load} on {os.cpu_count()} cores; sandboxed: {modes['sandboxed'].status_line()}")
@@ -78,7 +96,7 @@ def main() -> int:
         base, median = statistics.median(base_times), statistics.median(times)
         p90 = statistics.quantiles(times, n=10)[-1]
         verdict = ("met" if median - base < GOAL_MS else "MISSED") if name == "sandboxed" else "no goal"
-        print(f"  {name:<24} median {median:6.1f}   p90 {p90:6.1f}   (bare beside it: median {base:5.1f})")
+        print(f"  {name:<32} median {median:6.1f}   p90 {p90:6.1f}   (bare beside it: median {base:5.1f})")
         print(f"  added by {name}: {median - base:.1f} ms median (goal < {GOAL_MS:g} ms: {verdict})")
     return 0
 

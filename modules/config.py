@@ -182,6 +182,11 @@ class Settings:
         "WORKSPACE_MAX_MB", 2048, "what a conversation's workspace may hold (its files' allocated blocks): "
         "`run_command` is refused with a tool error past it, and a running command is stopped once it passes it",
         POSITIVE_INT)
+    workspace_quota: str = setting(
+        "WORKSPACE_QUOTA", "auto", "how `WORKSPACE_MAX_MB` holds (README, \"Command sandbox\"): `loop` = by the "
+        "kernel, each workspace a loop-mounted ext4 image of that size (a root server that may mount; it refuses "
+        "to start otherwise); `poll` = by reading the workspace's size four times a second; `auto` = `loop` "
+        "where it works, else `poll`", one_of("auto", "loop", "poll"))
     data_disk_reserve_mb: int = setting(
         "DATA_DISK_RESERVE_MB", 256, "free space the data disk (`DATA_DIR`) keeps for the server's own writes: "
         "below it commands are refused and stopped as for `WORKSPACE_MAX_MB`, and an upload answers 507 "

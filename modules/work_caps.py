@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from modules.config import Settings
 from modules.storage import work_counts
 from modules.storage.db import Database
 from modules.storage.work_lock import user_work_lock
@@ -42,10 +43,19 @@ class Cap:
 
 @dataclass(frozen=True)
 class WorkCaps:
-    commands_per_conversation: int = 32
-    commands_per_user: int = 64
-    sub_agents_per_conversation: int = 16
-    sub_agents_per_user: int = 64
+    """The caps in force: built from the settings (`of`), whose declarations hold their defaults."""
+
+    commands_per_conversation: int
+    commands_per_user: int
+    sub_agents_per_conversation: int
+    sub_agents_per_user: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> WorkCaps:
+        return cls(commands_per_conversation=settings.max_commands_per_conversation,
+                   commands_per_user=settings.max_commands_per_user,
+                   sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
+                   sub_agents_per_user=settings.max_sub_agents_per_user)
 
     @property
     def commands(self) -> Cap:

@@ -27,13 +27,22 @@ from dataclasses import dataclass
 import eventlet
 from eventlet.wsgi import HttpProtocol
 
+from modules.config import Settings
+
 
 @dataclass(frozen=True)
 class ClientLimits:
-    header_timeout_s: float = 10.0
-    idle_timeout_s: float = 30.0
-    body_timeout_s: float = 60.0
-    max_connections: int = 128
+    """The limits in force: built from the settings (`of`), whose declarations hold their defaults."""
+
+    header_timeout_s: float
+    idle_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ClientLimits:
+        return cls(header_timeout_s=settings.client_header_timeout_s, idle_timeout_s=settings.client_idle_timeout_s,
+                   body_timeout_s=settings.client_body_timeout_s, max_connections=settings.client_max_connections)
 
 
 LINGER_S = 0.5  # how long a refused connection's input is drained before it is closed

@@ -32,6 +32,7 @@ from modules.storage.group_commit import GroupCommit
 from modules.storage.pending_messages import queued_total
 from modules.storage.session_store import SessionStore
 from modules.sub_agent.manager import SubAgentManager
+from modules.tools.disk_guard import open_workspace, remove_workspace
 from modules.tools.registry import ToolRegistry
 from modules.tools.sandbox import Sandbox
 from modules.tracing import build_tracing
@@ -79,10 +80,7 @@ class Runtime:
                                              TeamVocabulary.of(profiles, signals))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))
-        caps = WorkCaps(commands_per_conversation=settings.max_commands_per_conversation,
-                        commands_per_user=settings.max_commands_per_user,
-                        sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
-                        sub_agents_per_user=settings.max_sub_agents_per_user)
+        caps = WorkCaps.of(settings)
         self.sub_agents = SubAgentManager(db, profiles, caps)
         # Half built here: the turn manager reads the router, the commands and the agent services only once
         # turns run; the router is built with the manager's methods, so it is complete from its first message.
@@ -109,10 +107,13 @@ class Runtime:
     def master(self) -> AgentProfile:
         return master_profile(self.profiles)
 
-    def workspace(self, conversation_id: str) -> Path:
-        path = self.settings.workspaces_dir / conversation_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def workspace(self, conversation_id: str, *, create: bool = True) -> Path:
+        """The conversation's workspace folder, its own file system mounted where it has one (README, "Command
+        sandbox"); with `create`, made if it does not exist yet."""
+        return open_workspace(self.sandbox.disk, self.settings.workspaces_dir / conversation_id, create=create)
+
+    def remove_workspace(self, conversation_id: str) -> None:
+        remove_workspace(self.sandbox.disk, self.settings.workspaces_dir / conversation_id)
 
     def profile(self, role: str) -> AgentProfile:
         return self.profiles.get(role) or self.master

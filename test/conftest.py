@@ -125,6 +125,13 @@ class ServerProcess:
         self.stop()
         return self.start()
 
+    def workspace(self, conversation_id: str) -> Path:
+        """A conversation's workspace as the running server sees it. A root server mounts each workspace's
+        own file system in a mount namespace of its own (README, "Command sandbox"), seen from here through
+        its /proc/<pid>/root; before its first command, an empty folder that the server moves in."""
+        assert self.proc is not None
+        return Path(f"/proc/{self.proc.pid}/root") / str(self.data_dir / "workspaces" / conversation_id).lstrip("/")
+
     def log_text(self) -> str:
         path = self.data_dir / "server.log"
         return path.read_text(errors="replace")[-5000:] if path.exists() else ""

@@ -33,9 +33,9 @@ from typing import IO, Any
 
 from modules.config import Settings
 from modules.tools.command_cgroup import CommandCgroups
-from modules.tools.disk_guard import DiskGuard
+from modules.tools.disk_guard import DiskGuard, build_disk_guard, open_workspace
 from modules.tools.launched import Launched
-from modules.tools.sandbox_etc import build_etc, etc_root
+from modules.tools.sandbox_etc import build_etc
 from modules.tools.sandbox_network import spawn_networked
 from modules.tools.sandbox_warm import Warm, WarmStarts
 from modules.tools.seccomp_filter import SeccompUnavailable, build_filter
@@ -61,7 +61,8 @@ class CommandLimits:
     file_mb: int = 1024
 
     def prlimit(self, room_bytes: int | None = None) -> list[str]:
-        """`room_bytes`: what the workspace's quota has left; no file the command writes may pass it."""
+        """`room_bytes`: what the workspace's quota has left, where a poll holds it; no file the command writes
+        may pass it."""
         mem = self.memory_mb * 1024 * 1024
         fsize = self.file_mb * 1024 * 1024 if room_bytes is None else min(self.file_mb * 1024 * 1024,
                                                                           max(4096, room_bytes))
@@ -131,7 +132,7 @@ class Sandbox:
             self.problem = ("SANDBOX_NETWORK=on needs slirp4netns; install it with: apt-get install slirp4netns")
         else:
             state_dir = self._state_dir or Path(tempfile.mkdtemp(prefix="sandbox-"))
-            self._etc = build_etc(etc_root(state_dir), network=self.network)
+            self._etc = build_etc(state_dir, network=self.network)
             try:
                 self._seccomp = build_filter(state_dir / f"seccomp-{os.getpid()}.bpf")
             except (SeccompUnavailable, OSError) as exc:
@@ -139,7 +140,7 @@ class Sandbox:
             self._disable_userns = not self._privileged and _bwrap_supports(self._bwrap, "--disable-userns")
             with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
                 workspace = Path(tmp)
-                self.prepare_workspace(workspace)
+                self._hand_over(workspace)  # a folder of the probe's own, never a workspace's file system
                 started = time.monotonic()
                 try:
                     launched = self.spawn("true", workspace, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -196,8 +197,11 @@ class Sandbox:
 
     # -- running --------------------------------------------------------------
     def prepare_workspace(self, workspace: Path) -> None:
-        """The sandbox's user must be able to write its workspace."""
-        workspace.mkdir(parents=True, exist_ok=True)
+        """The workspace mounted (its own file system, where it has one) and writable by the sandbox's user."""
+        open_workspace(self.disk, workspace)
+        self._hand_over(workspace)
+
+    def _hand_over(self, workspace: Path) -> None:
         if self.active and self._privileged:
             uid = conversation_uid(workspace)
             info = workspace.stat()
@@ -346,6 +350,6 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """The server's sandbox, probed once at start."""
     limits = CommandLimits(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
                            file_mb=settings.command_file_mb)
-    disk = DiskGuard(settings.data_dir, settings.data_disk_reserve_mb * 2**20, settings.workspace_max_mb * 2**20)
     return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=limits,
-                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox", disk=disk).probe()
+                   auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox",
+                   disk=build_disk_guard(settings)).probe()

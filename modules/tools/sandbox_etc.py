@@ -1,15 +1,19 @@
 """The sandbox's /etc: a copy of the parts programs need, without service configs or credentials (README,
 "Command sandbox").
 
-The copy lives on a memory filesystem of its own (/dev/shm) where there is one: a sandbox's
-/proc/self/mountinfo shows each bind mount's source as its path within its filesystem, so a copy in the
-data directory would show the host's data path to every command."""
+A sandbox's /proc/self/mountinfo shows each bind mount's source as its path within its filesystem, so the
+copy is the whole of a tmpfs of its own where the server has a mount namespace of its own (its line shows
+`/`), else it lives on a memory filesystem (/dev/shm) where there is one (its line shows
+`/chat-sandbox-<uid>/etc-<pid>`): a copy in the data directory would show the host's data path to every
+command."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+
+from modules.tools import mount_namespace
 
 # The parts of /etc that programs need; the rest (service configs, credentials) stays out of sight.
 ETC_ALLOW = (
@@ -22,6 +26,7 @@ ETC_ALLOW = (
 
 
 SHARED_MEMORY = Path("/dev/shm")
+ETC_TMPFS = "size=64m,mode=755"
 
 
 def etc_root(state_dir: Path) -> Path:
@@ -32,17 +37,24 @@ def etc_root(state_dir: Path) -> Path:
     return state_dir
 
 
-def build_etc(root: Path, *, network: bool) -> Path:
+def build_etc(state_dir: Path, *, network: bool) -> Path:
     """A copy of the allowed parts of /etc, made once per server process: one bind mount per command
     instead of one per file (each mount costs a command about a quarter of a millisecond)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob("etc-*"):
-        pid = stale.name.removeprefix("etc-")
-        if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    etc = root / f"etc-{os.getpid()}"
-    shutil.rmtree(etc, ignore_errors=True)
-    etc.mkdir(mode=0o755)
+    if mount_namespace.problem() is None:  # mounted in the server's own namespace: it goes with the server
+        etc = state_dir / "etc"
+        etc.mkdir(parents=True, exist_ok=True)
+        mount_namespace.mount("tmpfs", str(etc), "tmpfs", mount_namespace.MS_NOSUID | mount_namespace.MS_NODEV,
+                              ETC_TMPFS)
+    else:
+        root = etc_root(state_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob("etc-*"):
+            pid = stale.name.removeprefix("etc-")
+            if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(stale, ignore_errors=True)
+        etc = root / f"etc-{os.getpid()}"
+        shutil.rmtree(etc, ignore_errors=True)
+        etc.mkdir(mode=0o755)
     for name in ETC_ALLOW:
         source, target = Path("/etc") / name, etc / name
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)

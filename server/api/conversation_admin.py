@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -57,7 +56,7 @@ def _stop_work(rt: Runtime, conversation_id: str, agent_ids: list[str]) -> None:
 
 
 def _remove_files(rt: Runtime, conv: Conversation, command_logs: list[str]) -> None:
-    shutil.rmtree(rt.settings.workspaces_dir / conv.id, ignore_errors=True)
+    rt.remove_workspace(conv.id)
     for path in command_logs:
         Path(path).unlink(missing_ok=True)
 

@@ -5,8 +5,9 @@ Only regular files at the top of the folder are listed and served, never through
 command may leave one pointing anywhere on the host). A command may also swap a named pipe in under a
 name between any check and the open: a download opens without following links and without blocking
 (`O_NONBLOCK`), then serves the file only when the opened file itself is regular, so nothing here ever
-waits in the kernel on the event loop every client shares. An upload is written beside the workspace first
-and renamed into place, so a command never reads half a file and a failed upload leaves nothing.
+waits in the kernel on the event loop every client shares. An upload is written into a nameless file in the
+workspace (O_TMPFILE: on the workspace's own file system, where its quota holds) and given its name when
+whole, so a command never reads half a file and a failed upload (too large, a full workspace) leaves nothing.
 """
 
 from __future__ import annotations
@@ -64,31 +65,62 @@ def _name_is_folder(name: str) -> ApiError:
     return ApiError(409, "name_is_folder", f"`{name}` is a folder in the workspace; upload under another name")
 
 
-def _store(source: IO[bytes], target: Path, staging: Path, limit: int) -> os.stat_result:
-    """Copy the upload to `staging`, then rename it to `target`; 413 (and nothing kept) past `limit` bytes,
-    409 `name_is_folder` (and nothing kept) when a folder holds the name."""
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
+def _workspace_full(quota_mb: int) -> ApiError:
+    return ApiError(507, "workspace_full", f"the workspace has no room for this file (WORKSPACE_MAX_MB={quota_mb}): "
+                    "nothing was stored; delete files in it first")
+
+
+def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int) -> os.stat_result:
+    """Write the upload into a nameless file in `target`'s folder, then give it `target`'s name; 413 (and
+    nothing kept) past `limit` bytes, 507 `workspace_full` (and nothing kept) when the workspace's file
+    system has no room, 409 `name_is_folder` (and nothing kept) when a folder holds the name."""
+    folder = os.open(target.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with open(staging, "wb") as sink:
-            while chunk := source.read(COPY_CHUNK):
-                written += len(chunk)
-                if written > limit:
-                    raise _too_large(limit)
-                sink.write(chunk)
-            sink.flush()
-            st = os.fstat(sink.fileno())
-        os.chmod(staging, 0o644)
+        return _store_in(source, folder, target, limit, quota_mb)
+    finally:
+        os.close(folder)
+
+
+def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb: int) -> os.stat_result:
+    staged = f".upload-{uuid.uuid4().hex}.part"
+    try:
+        fd, named = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=folder), False
+    except OSError as exc:  # a file system without nameless files (O_TMPFILE): a hidden name from the start
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        fd, named = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                            dir_fd=folder), True
+    try:
+        written = 0
+        while chunk := source.read(COPY_CHUNK):
+            written += len(chunk)
+            if written > limit:
+                raise _too_large(limit)
+            view = memoryview(chunk)
+            while view:  # a full file system refuses a write (ENOSPC) before the file has a name
+                view = view[os.write(fd, view):]
+        st = os.fstat(fd)
+        os.fchmod(fd, 0o644)
+        if not named:  # linkat(AT_SYMLINK_FOLLOW) names the open file (a dir_fd makes Python call linkat)
+            os.link(f"/proc/self/fd/{fd}", staged, dst_dir_fd=folder, follow_symlinks=True)
         try:
-            os.replace(staging, target)
+            os.replace(staged, target.name, src_dir_fd=folder, dst_dir_fd=folder)
         except (IsADirectoryError, NotADirectoryError):
             raise _name_is_folder(target.name) from None
         except OSError as exc:
             if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
                 raise _name_is_folder(target.name) from None
             raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _workspace_full(quota_mb) from None
+        raise
     finally:
-        staging.unlink(missing_ok=True)
+        os.close(fd)
+        try:
+            os.unlink(staged, dir_fd=folder)
+        except FileNotFoundError:
+            pass
     return st
 
 
@@ -99,7 +131,8 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
 
     Larger than UPLOAD_MAX_MB answers 413 `file_too_large`; a name with `/`, `..`, NUL, control or bidi
     characters answers 400 `invalid_filename` (names are stored in NFC); a name a folder holds answers 409
-    `name_is_folder`. A file of the same name is replaced."""
+    `name_is_folder`; no room left in the workspace's quota answers 507 `workspace_full`, the data disk below
+    its reserve 507 `insufficient_storage`. A file of the same name is replaced."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
     limit = int(rt.settings.upload_max_mb * 2**20)
@@ -117,8 +150,7 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
     if low:
         raise ApiError(507, "insufficient_storage", low)
     workspace = rt.workspace(conv.id)
-    staging = rt.settings.data_dir / "uploads.tmp" / f"{uuid.uuid4().hex}.part"
-    st = _store(upload.stream, workspace / name, staging, limit)
+    st = _store(upload.stream, workspace / name, limit, rt.settings.workspace_max_mb)
     return _file_out(name, st), 201
 
 
@@ -130,7 +162,7 @@ def list_files(conversation_id: str, user_id: int, query: FileListQuery) -> out.
     `limit` names at most, those after `cursor` (the `next_cursor` of the page before); `next_cursor` is
     null on the last page."""
     conv = owned_conversation(conversation_id, user_id)
-    page = list_page(runtime().settings.workspaces_dir / conv.id, query.cursor, query.limit)
+    page = list_page(runtime().workspace(conv.id, create=False), query.cursor, query.limit)
     return out.WorkspaceFileList(
         data=[out.WorkspaceFile(name=f.name, size=f.size, modified=iso(f.mtime)) for f in page.files],
         next_cursor=page.next_cursor)
@@ -142,7 +174,7 @@ def download_file(conversation_id: str, name: str, user_id: int) -> Response:
     """Download one file of the conversation's workspace (as an attachment)."""
     conv = owned_conversation(conversation_id, user_id)
     name = checked_name(name)
-    opened = _open_regular(runtime().settings.workspaces_dir / conv.id / name)
+    opened = _open_regular(runtime().workspace(conv.id, create=False) / name)
     if opened is None:
         raise not_found("file")
     fd, st = opened

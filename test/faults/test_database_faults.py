@@ -45,7 +45,7 @@ def _turn_failed(server, task_id: str) -> bool:
 
 
 def _release(server, cid: str) -> None:
-    (server.data_dir / "workspaces" / cid / "release").touch()
+    (server.workspace(cid) / "release").touch()
 
 
 def _conversation(server) -> str:

@@ -3,11 +3,12 @@ attacks, bob (from another loopback address) has his /healthz, a send and the li
 within a second, nothing of his is lost, and the server is the same process from the first attack to the last.
 
 The attacks: half-open and trickling sockets past the server's pool, a pipe swapped under a download, a
-listing of 200,000 files, a command writing past its workspace's quota and others filling the data disk
-down to its reserve, a command holding six 70 MB blocks under a 128 MB limit, a fork bomb, twenty background
-commands in one step, an upload onto a name the agent made a folder, and a flood of sends. What an attack
-reads rather than blocks (the sandbox's escapes, host paths, fenced notices, headers, file names) has its
-own tests: test_sandbox*.py, test_notice_fence.py, test_security_headers.py, test_workspace_files.py.
+listing of 200,000 files, a command writing past its workspace's quota (held by the kernel: each workspace is
+a file system of its own) and others filling the data disk down to its reserve, a command holding six 70 MB
+blocks under a 128 MB limit, a fork bomb, twenty background commands in one step, an upload onto a name the
+agent made a folder, and a flood of sends. What an attack reads rather than blocks (the sandbox's escapes,
+host paths, fenced notices, headers, file names) has its own tests: test_sandbox*.py, test_notice_fence.py,
+test_security_headers.py, test_workspace_files.py.
 """
 
 from __future__ import annotations
@@ -121,12 +122,14 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
         "AUTH_TOKENS": TWO_USERS, "CLIENT_HEADER_TIMEOUT_S": "4", "CLIENT_IDLE_TIMEOUT_S": "5",
         "CLIENT_MAX_CONNECTIONS": "100", "COMMAND_MEMORY_MB": "128", "COMMAND_MAX_PROCESSES": "32",
         "COMMAND_TIMEOUT_S": "30", "WORKSPACE_MAX_MB": "8", "DATA_DISK_RESERVE_MB": "40",
-        "MAX_COMMANDS_PER_CONVERSATION": "5", "RATE_LIMIT_SENDS_PER_MIN": "250"})
+        "MAX_COMMANDS_PER_CONVERSATION": "5", "RATE_LIMIT_SENDS_PER_MIN": "250", "WORKSPACE_QUOTA": "loop"})
     pid = server.proc.pid
     bob = server.post("/api/conversations", {"title": "bob's"}, token="tok-bob").json()["conversation_id"]
     alice = server.post("/api/conversations", {"title": "alice's"}, token="tok-alice").json()["conversation_id"]
-    workspace = server.data_dir / "workspaces" / alice
-    workspace.mkdir(parents=True, exist_ok=True)
+    first = server.request("POST", f"/api/conversations/{alice}/files", files={"file": ("a.txt", b"a")},
+                           token="tok-alice")
+    assert first.status_code == 201, first.text  # her workspace's own file system is made and mounted
+    workspace = server.workspace(alice)
 
     def slow_sockets() -> None:
         socks = []
@@ -159,13 +162,17 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
 
     during(server, bob, swapped_download, "a pipe swapped under a download")
 
-    many = workspace / "many"
+    # more files than an 8 MB file system has inodes: in a conversation of hers with no command yet (its
+    # folder has no file system of its own until a command or an upload makes one)
+    crowded = server.post("/api/conversations", {"title": "many"}, token="tok-alice").json()["conversation_id"]
+    many = server.workspace(crowded)
     many.mkdir()
     for i in range(200_000):
         (many / f"f{i:06d}").touch()
+
     def list_many() -> None:  # four listings at once, as in test_workspace_files_never_block.py
-        listers = [threading.Thread(target=lambda: _get(server, f"/api/conversations/{alice}/files?limit=1000", 30))
-                   for _ in range(4)]
+        listers = [threading.Thread(target=lambda: _get(server, f"/api/conversations/{crowded}/files?limit=1000",
+                                                        30)) for _ in range(4)]
         for lister in listers:
             lister.start()
         for lister in listers:
@@ -181,7 +188,7 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
         name.unlink()
     big = during(server, bob, lambda: alice_runs(server, llm, "head -c 40000000 /dev/zero > big; ls -l big",
                                                  "one big file", alice), "one file written past the quota")
-    assert "File size limit exceeded" in big["output"], big  # RLIMIT_FSIZE: what the quota had left
+    assert "No space left on device" in big["output"], big  # the workspace's own file system is full
     assert (workspace / "big").stat().st_size <= 8 * 2**20, big
     (workspace / "big").unlink()
 
@@ -196,7 +203,7 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
     assert "DATA_DISK_RESERVE_MB" in low.get("error", ""), low
     assert shutil.disk_usage(small_disk).free > 16 * 2**20  # the reserve held
     for folder in (server.data_dir / "workspaces").iterdir():
-        for name in folder.glob("d-*"):
+        for name in server.workspace(folder.name).glob("d-*"):
             name.unlink()
 
     hog = during(server, bob, lambda: alice_runs(server, llm, HOG, "hold memory", alice), "memory past the limit")

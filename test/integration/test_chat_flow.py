@@ -189,7 +189,7 @@ def test_command_runs_in_the_conversation_workspace_with_timeout_and_tail(server
     task = server.wait_task(sent["task_id"])
     results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
     assert results[0]["output"].strip() == "/workspace"  # the sandbox's view of the conversation's workspace
-    assert (server.data_dir / "workspaces" / sent["conversation_id"] / "here.txt").read_text() == "here\n"
+    assert (server.workspace(sent["conversation_id"]) / "here.txt").read_text() == "here\n"
     assert results[1]["success"] is False and "timed out" in results[1]["error"]
     assert "never" not in results[1]["output"]
     assert results[2]["exit_code"] == 3 and results[2]["success"] is False

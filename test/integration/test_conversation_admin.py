@@ -138,8 +138,9 @@ def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, 
     auth_server.wait_event(sent["task_id"], "text_chunk", timeout=20)
     commands = auth_server.get("/api/background_commands", params={"conversation_id": cid}).json()["data"]
     assert [c["status"] for c in commands] == ["running"]
-    workspace = auth_server.data_dir / "workspaces" / cid
+    workspace = auth_server.workspace(cid)
     assert workspace.is_dir()
+    images = sorted((auth_server.data_dir / "workspace_images").glob(f"{cid}.*"))
 
     assert auth_server.request("DELETE", f"/api/conversations/{cid}", token="tok-bob").status_code == 404
     assert auth_server.get(f"/api/conversations/{cid}").status_code == 200  # bob's try changed nothing
@@ -168,6 +169,7 @@ def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, 
     listed = [c["conversation_id"] for c in auth_server.get("/api/conversations").json()["data"]]
     assert listed == [kept["conversation_id"]]
     assert not workspace.exists()
+    assert not [image for image in images if image.suffix == ".ext4" and image.exists()]  # its file system too
     assert not list((auth_server.data_dir / "command_logs").iterdir())  # the only command's log is gone
     wait_until(lambda: b"sleep 59.31" not in _process_table(), timeout=15, what="the command to be killed")
     assert len(llm.agent_requests) == 3  # nothing asked the model after the delete (no follow-up turn)

@@ -75,7 +75,7 @@ def test_completion_during_a_tool_round_arrives_inline(server, llm):
     cid = sent["conversation_id"]
     wait_until(lambda: [c["status"] for c in server.get(f"/api/background_commands?conversation_id={cid}")
                         .json()["data"]] == ["succeeded"], what="the background command recorded as finished")
-    (server.data_dir / "workspaces" / cid / "go").touch()
+    (server.workspace(cid) / "go").touch()
     task = server.wait_task(sent["task_id"])
     assert task["status"] == "succeeded"
     types = event_types(task)
@@ -110,7 +110,7 @@ def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm)
     assert server.wait_task(sent["task_id"])["status"] == "succeeded"
     wait_until(lambda: all(c["status"] == "running" for c in server.get(
         f"/api/background_commands?conversation_id={cid}").json()["data"]), what="twenty commands running")
-    (server.data_dir / "workspaces" / cid / "go").touch()
+    (server.workspace(cid) / "go").touch()
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the follow-up")
     follow = server.wait_task(tasks[1]["task_id"])
     assert follow["status"] == "succeeded"

@@ -68,11 +68,12 @@ def test_a_command_sees_only_its_own_conversations_workspace(two_users, llm):
     server = two_users
     made, alice_cid = run(server, llm, "echo alice-private-4242 > secret.txt && cat secret.txt", token="tok-alice-7f3a")
     assert made["success"] and "alice-private-4242" in made["output"]
-    alice_dir = server.data_dir / "workspaces" / alice_cid
+    alice_dir = server.workspace(alice_cid)
+    alice_host_dir = server.data_dir / "workspaces" / alice_cid
     assert (alice_dir / "secret.txt").is_file()
 
-    probe = (f"cat ../*/secret.txt {alice_dir}/secret.txt; ls .. {server.data_dir}; "
-             f"echo pwned > {alice_dir}/pwned.txt; echo pwned > ../{alice_cid}/pwned.txt; "
+    probe = (f"cat ../*/secret.txt {alice_host_dir}/secret.txt; ls .. {server.data_dir}; "
+             f"echo pwned > {alice_host_dir}/pwned.txt; echo pwned > ../{alice_cid}/pwned.txt; "
              # every folder but the host's read-only /usr and the kernel's: a walk of those can outlast the
              # command's timeout on a busy machine, and neither can hold another conversation's files
              "find / \\( -path /usr -o -path /proc -o -path /sys \\) -prune -o -name secret.txt -print 2>/dev/null; "
@@ -80,7 +81,7 @@ def test_a_command_sees_only_its_own_conversations_workspace(two_users, llm):
     result, bob_cid = run(server, llm, probe, token="tok-bob-91c2")
     assert bob_cid != alice_cid
     assert "alice-private-4242" not in result["output"]
-    assert alice_cid not in result["output"].replace(f"{alice_dir}", "").replace(f"../{alice_cid}", "")
+    assert alice_cid not in result["output"].replace(f"{alice_host_dir}", "").replace(f"../{alice_cid}", "")
     assert not (alice_dir / "pwned.txt").exists()
     assert result["output"].strip().endswith("/workspace")
 
@@ -206,7 +207,7 @@ def test_ordinary_work_runs_in_the_sandbox(two_users, llm):
     assert result["success"], result
     for expected in ("42", "note", "/workspace/a/b", "n.txt", "tmp-ok"):
         assert expected in result["output"]
-    assert (server.data_dir / "workspaces" / cid / "repo" / ".git").is_dir()
+    assert (server.workspace(cid) / "repo" / ".git").is_dir()
 
     started, _ = run(server, llm, "echo bg-out; exit 3", token="tok-alice-7f3a", conversation_id=cid,
                      run_in_background=True)

@@ -50,9 +50,9 @@ LOOK = ("for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do echo \"== $f\"; 
         "2>/dev/null; echo '== mountinfo'; cat /proc/self/mountinfo; readlink /proc/self/cwd")
 
 
-def _host_paths_seen(server, llm) -> tuple[str, str]:
+def _host_paths_seen(server, llm, conversation_id: str | None = None) -> tuple[str, str]:
     """What a command sees of its own processes (cmdline, environ) and of its mounts (mountinfo)."""
-    result = run_in_sandbox(server, llm, LOOK, token="tok-a")
+    result = run_in_sandbox(server, llm, LOOK, token="tok-a", conversation_id=conversation_id)
     assert "output" in result, result
     out = result["output"]
     processes, mounts = out.split("== mountinfo", 1)
@@ -60,8 +60,28 @@ def _host_paths_seen(server, llm) -> tuple[str, str]:
     return processes, mounts
 
 
-def test_no_host_path_in_the_sandboxs_processes_or_mounts(make_server, llm, tmp_path):
-    server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20"})
+@pytest.mark.skipif(os.geteuid() != 0, reason="a workspace of its own file system needs a root server")
+def test_with_each_workspace_its_own_file_system_no_mount_names_a_host_path_or_a_workspace(make_server, llm,
+                                                                                           tmp_path):
+    """Every line of mountinfo: the workspace's and the /etc copy's show `/` (file systems of their own),
+    the system's its own path, /tmp and /proc their roots; no host path, no conversation's id."""
+    server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20", "WORKSPACE_QUOTA": "loop"})
+    other = run_in_sandbox(server, llm, "echo other > o.txt", token="tok-a")["conversation_id"]
+    mine = server.post("/api/conversations", {"title": "mine"}, token="tok-a").json()["conversation_id"]
+    processes, mounts = _host_paths_seen(server, llm, mine)
+    hidden = [str(ROOT), str(server.data_dir), str(tmp_path), "/dev/shm", "chat-sandbox", other, mine]
+    assert [p for p in hidden if p in processes + mounts] == [], mounts
+    fields = [line.split() for line in mounts.splitlines() if line.split() and line.split()[0].isdigit()]
+    roots = {f[4]: f[3] for f in fields}  # mount point: the mounted folder's path within its file system
+    assert roots["/workspace"] == "/" and roots["/etc"] == "/" and roots["/tmp"] == "/", mounts
+    # the rest: the sandbox's own root, or a folder that has the same path (or name, for /proc's and /dev's
+    # parts) inside the sandbox as on its file system
+    assert [(point, root) for point, root in roots.items()
+            if root not in ("/", "/newroot") and not point.endswith(root)] == [], mounts
+
+
+def test_with_the_poll_no_host_path_but_the_workspaces_own(make_server, llm, tmp_path):
+    server = make_server(env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20", "WORKSPACE_QUOTA": "poll"})
     processes, mounts = _host_paths_seen(server, llm)
     hidden = [str(ROOT), str(server.data_dir), str(tmp_path)]
     assert [p for p in hidden if p in processes] == [], processes  # bwrap's own arguments came by descriptor
@@ -73,14 +93,14 @@ def test_no_host_path_in_the_sandboxs_processes_or_mounts(make_server, llm, tmp_
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a filesystem for the data directory needs root")
-def test_with_the_data_directory_on_a_filesystem_of_its_own_no_host_path_shows_at_all(make_server, llm,
-                                                                                       tmp_path):
+def test_with_the_poll_and_the_data_directory_on_a_filesystem_of_its_own_no_host_path_shows_at_all(
+        make_server, llm, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
     try:
         server = make_server(data_dir=disk / "data", env={"AUTH_TOKENS": "alice:tok-a", "COMMAND_TIMEOUT_S": "20",
-                                                          "DATA_DISK_RESERVE_MB": "1"})
+                                                          "DATA_DISK_RESERVE_MB": "1", "WORKSPACE_QUOTA": "poll"})
         processes, mounts = _host_paths_seen(server, llm)
         seen = processes + mounts
         assert [p for p in (str(ROOT), str(tmp_path)) if p in seen] == [], seen

@@ -60,7 +60,7 @@ def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
     server = two_users
     cid = server.post("/api/conversations", {"title": "pipes"}).json()["conversation_id"]
     bob_cid = server.post("/api/conversations", {"title": "bob"}, token="tok-bob").json()["conversation_id"]
-    folder = server.data_dir / "workspaces" / cid
+    folder = server.workspace(cid)
     folder.mkdir(parents=True, exist_ok=True)
     swapper = Swapper(folder, "x.txt")
     swapper.start()
@@ -86,7 +86,7 @@ def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
 def test_a_folder_of_200k_files_lists_in_pages_while_others_are_answered(two_users):
     server = two_users
     cid = server.post("/api/conversations", {"title": "many"}).json()["conversation_id"]
-    folder = server.data_dir / "workspaces" / cid
+    folder = server.workspace(cid)
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(200_000):
         (folder / f"f{i:06d}").touch()

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from modules.config import Settings
 from modules.storage import commands as command_store
 from modules.storage import work_counts
 from modules.storage.conversations import create_conversation
@@ -28,7 +29,7 @@ TRIES = 3
 
 def _worker(url: str, conversation_id: str, agent_id: str, go: multiprocessing.Event) -> None:
     db = Database(url)
-    caps = WorkCaps(commands_per_conversation=100, commands_per_user=CAP)
+    caps = WorkCaps.of(Settings(max_commands_per_conversation=100, max_commands_per_user=CAP))
     go.wait(10)
     for _ in range(TRIES):
         try:
