@@ -44,6 +44,7 @@ from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
+from server.socket_compression import DeclineWebSocketCompression
 from server.socket_handlers import ChatNamespace
 from server.socket_packets import TolerantPacket
 from server.static_files import register_frontend
@@ -136,6 +137,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
         # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
         guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
         app.wsgi_app = guarded  # type: ignore[method-assign]
+    app.wsgi_app = DeclineWebSocketCompression(app.wsgi_app)  # type: ignore[method-assign]
     app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
     return ChatServer(app, socketio, rt, chat)
