@@ -93,6 +93,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,
         max_retries=settings.llm_max_retries, backoff_base_s=settings.llm_backoff_base_s,
+        max_connections=settings.llm_max_connections,
         on_retry=lambda attempt, err, delay: log.warning(
             "model call failed (%s: %s); retry %d in %.2f s", err.code, err, attempt, delay),
     )
