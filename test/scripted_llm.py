@@ -334,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(line.encode())
         if step.done:
             self._write_chunk(b"data: [DONE]\n\n")
+        self.scripted._stopping.wait(step.end_after_s)
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:

@@ -42,14 +42,19 @@ class _ReadToEnd(openai.Stream[object]):
     """The SDK's stream, read past `[DONE]` to the end of the response so its connection is kept alive.
 
     The SDK stops at `[DONE]` and closes the response before the body's last (empty) chunk has come, which
-    drops the connection: about 400 of 500 streams opened a new one. Real endpoints end the body right after
-    `[DONE]`; one that goes on is given up after a few events (or its read timeout). A stop still closes the
-    stream mid-body, which drops the connection as it should."""
+    drops the connection: about 400 of 500 streams opened a new one. The reply is whole at `[DONE]`, so
+    `at_done` hands it over first: the read to the end waits for one more packet, which on a busy event loop
+    took seconds. Real endpoints end the body right after `[DONE]`; one that goes on is given up after a few
+    events (or its read timeout). A stop still closes the stream mid-body, which drops the connection as it
+    should."""
+
+    at_done: Callable[[], None] = staticmethod(lambda: None)
 
     def _iter_events(self) -> Iterator[Any]:
         events = super()._iter_events()
         for event in events:
             if event.data.startswith("[DONE]"):
+                self.at_done()
                 with contextlib.suppress(openai.OpenAIError):  # the reply is whole: a failure here changes nothing
                     for _ in zip(range(_EVENTS_AFTER_DONE), events, strict=False):
                         pass
@@ -145,9 +150,13 @@ class OpenAIChatModel:
         done = threading.Event()
         opened: list[Any] = []
 
+        def publish(answer: ModelReply) -> None:
+            outcome.setdefault("reply", answer)  # the first wins: at `[DONE]`, before the read to the end
+            done.set()
+
         def work() -> None:
             try:
-                outcome["reply"] = self._attempt_blocking(request, reply, should_stop, opened)
+                publish(self._attempt_blocking(request, reply, should_stop, opened, publish))
             except BaseException as exc:  # handed to the caller below
                 outcome["error"] = exc
             finally:
@@ -161,13 +170,13 @@ class OpenAIChatModel:
                     with contextlib.suppress(Exception):
                         stream.close()
                 return reply.stopped()
-        if "error" in outcome:
+        if "reply" not in outcome:
             raise outcome["error"]
         answer: ModelReply = outcome["reply"]
         return answer
 
     def _attempt_blocking(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool],
-                          opened: list[Any]) -> ModelReply:
+                          opened: list[Any], publish: Callable[[ModelReply], None]) -> ModelReply:
         try:
             # The client's own POST, not `chat.completions.create`: that one walks every message through the
             # SDK's typed-params transform (about 50 ms for 300 messages, on the server's event loop) to
@@ -177,6 +186,13 @@ class OpenAIChatModel:
         except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
         opened.append(stream)
+        whole: list[ModelReply] = []
+
+        def at_done() -> None:
+            whole.append(reply.reply())
+            publish(whole[0])
+
+        stream.at_done = at_done
         with stream:  # closing it drops the connection, which is how the endpoint learns we stopped
             if "json" in stream.response.headers.get("content-type", ""):
                 return self._whole_body(stream, reply)
@@ -188,7 +204,7 @@ class OpenAIChatModel:
                 except (openai.OpenAIError, ValueError) as exc:
                     raise self._failure(exc) from exc
                 if chunk is None:
-                    return reply.reply()
+                    return whole[0] if whole else reply.reply()
                 if isinstance(chunk, dict):
                     reply.add(chunk)  # on_text runs here, outside the error mapping
             return reply.stopped()

@@ -18,6 +18,7 @@ import pytest
 
 from modules.llm import ModelError, OpenAIChatModel
 from test.scripted_llm import (
+    RawChunksStep,
     ScriptedLLMServer,
     broken_stream,
     error,
@@ -95,6 +96,23 @@ def test_streamed_replies_one_after_another_reuse_one_connection(llm):
 
     assert [r.finish_reason for r in replies] == ["stop", "tool_calls", "stop"]
     assert llm.connections == 1
+
+
+def test_the_reply_is_handed_over_at_done_not_at_the_end_of_the_body(llm):
+    """The read past `[DONE]` happens after the reply went to the caller: on a busy server the body's last
+    packet came seconds after `[DONE]`."""
+    chunk = {"choices": [{"index": 0, "delta": {"content": "whole"}, "finish_reason": "stop"}]}
+    llm.script(RawChunksStep((chunk,), end_after_s=3), text("next"))
+    model = make_model(llm)
+
+    started = time.monotonic()
+    reply = model.stream_chat(messages=USER)
+    took = time.monotonic() - started
+    llm.wait_for_requests(1)
+
+    assert (reply.content, reply.finish_reason) == ("whole", "stop")
+    assert took < 2, took
+    assert model.stream_chat(messages=USER).content == "next"
 
 
 def test_concurrent_streams_share_at_most_max_connections(llm):
