@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from modules.event_catalogue import ToolResultEvent
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 
@@ -25,5 +26,5 @@ def run_in_sandbox(server, llm, command: str, *, token: str, conversation_id: st
     llm.script(text("done"))
     sent = send_routed(server, "please run it", token=token, conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
-    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
+    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE)
     return {**result, "conversation_id": sent["conversation_id"]}

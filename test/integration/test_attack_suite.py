@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from modules.event_catalogue import ToolResultEvent
 from test.conftest import TWO_USERS, wait_until
 from test.integration.sandbox_helpers import send_routed
 from test.integration.test_slow_clients import LOW_FILE_LIMIT_LAUNCHER, other_client
@@ -109,7 +110,7 @@ def alice_step(server, llm, calls: list[tuple[str, dict]], tag: str, conversatio
     llm.script(text("that is all"), match=match)
     sent = send_routed(server, tag, token="tok-alice", conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=90, token="tok-alice")
-    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
 
 
 def alice_runs(server, llm, command: str, tag: str, conversation_id: str | None = None) -> dict:

@@ -10,7 +10,21 @@ import pytest
 import socketio
 from pydantic import ValidationError
 
-from modules.event_catalogue import EVENTS, wire_model
+from modules.event_catalogue import (
+    EVENTS,
+    AgentStateEvent,
+    AiMessageStartEvent,
+    AskUserEvent,
+    RouteEvent,
+    SuggestionsEvent,
+    TaskCompleteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    ToolResultEvent,
+    ToolStartEvent,
+    UserMessageEvent,
+    wire_model,
+)
 from modules.llm.demo_model import (
     EXAMPLE_ASK_USER,
     EXAMPLE_BACKGROUND_COMMAND,
@@ -18,6 +32,7 @@ from modules.llm.demo_model import (
     EXAMPLE_SUB_AGENT_QUESTION,
     EXAMPLES,
 )
+from modules.statuses import TaskStatus
 from test.conftest import wait_until
 
 MODELS = {name: wire_model(cls) for name, cls in EVENTS.items()}
@@ -99,38 +114,39 @@ def test_every_example_shows_its_mechanism_and_every_event_conforms(demo):
         # A background command: started, and its completion notice makes the master report it.
         sent = demo.send(EXAMPLE_BACKGROUND_COMMAND, cid)
         task = demo.wait_task(sent["task_id"], timeout=30)
-        start = next(e["data"] for e in task["events"] if e["type"] == "tool_start")
+        start = next(e["data"] for e in task["events"] if e["type"] == ToolStartEvent.TYPE)
         assert start["name"] == "run_command" and '"run_in_background": true' in start["arguments"]
         # (its reply at the start names the command too: the notice's report is what says how it ended)
         _master_says(demo, cid, "`sleep 3; echo background work done` has succeeded")
-        suggested = demo.wait_event(sent["task_id"], "suggestions")["questions"]
+        suggested = demo.wait_event(sent["task_id"], SuggestionsEvent.TYPE)["questions"]
         assert suggested and set(suggested) <= set(EXAMPLES) and EXAMPLE_BACKGROUND_COMMAND not in suggested
 
         # A question to the user: the card's answer reaches the blocked tool.
         sent = demo.send(EXAMPLE_ASK_USER, cid)
-        asked = demo.wait_event(sent["task_id"], "ask_user", timeout=30)
+        asked = demo.wait_event(sent["task_id"], AskUserEvent.TYPE, timeout=30)
         assert asked["options"] == ["Lisbon", "Porto"]
         demo.send("Porto", cid, question_id=asked["question_id"])
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         _master_says(demo, cid, "You chose **Porto**")
 
         # A background sub-agent that reports back.
         sent = demo.send(EXAMPLE_SUB_AGENT, cid)
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         _master_says(demo, cid, "InfoAgent_1 reported back")
         assert any("Belem Tower" in t for t in _assistant_texts(demo, cid, "InfoAgent_1"))
 
         # A sub-agent's question to the master, answered by the master's tool.
         sent = demo.send(EXAMPLE_SUB_AGENT_QUESTION, cid)
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         texts = _master_says(demo, cid, "InfoAgent_2 reported back")
         assert any("InfoAgent_2 asks me a question" in t for t in texts)
         assert any("My master decided: Lisbon" in t for t in _assistant_texts(demo, cid, "InfoAgent_2"))
-        wait_until(lambda: all(t["status"] in ("succeeded", "failed", "stopped") for t in
+        wait_until(lambda: all(t["status"] in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED) for t in
                                demo.get("/api/tasks", params={"conversation_id": cid}).json()["data"]),
                    30, what="every task to end")
         seen = _check_all_events(demo, cid, recorder)
     finally:
         recorder.client.disconnect()
-    assert {"user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result",
-            "agent_state", "ask_user", "suggestions", "task_complete"} <= seen, seen
+    assert {UserMessageEvent.TYPE, RouteEvent.TYPE, AiMessageStartEvent.TYPE, TextChunkEvent.TYPE, TextEndEvent.TYPE,
+            ToolStartEvent.TYPE, ToolResultEvent.TYPE,
+            AgentStateEvent.TYPE, AskUserEvent.TYPE, SuggestionsEvent.TYPE, TaskCompleteEvent.TYPE} <= seen, seen
