@@ -51,7 +51,7 @@ from modules.event_catalogue import (  # noqa: E402
     TextChunkEvent,
     TextEndEvent,
 )
-from modules.statuses import QueueStatus  # noqa: E402
+from modules.statuses import SendStatus  # noqa: E402
 from run import connection_capacity  # noqa: E402
 
 MAX_STREAMS = 2000  # connections the shared client keeps: more than any bench run streams at once
@@ -106,7 +106,7 @@ class Relay:
             task_id = uuid.uuid4().hex
             self.logs[task_id] = []
             socketio.start_background_task(self.stream, socketio, cid, task_id, message)
-            return {"success": True, "conversation_id": cid, "status": QueueStatus.ROUTING, "task_id": task_id}
+            return {"success": True, "conversation_id": cid, "status": SendStatus.ROUTING, "task_id": task_id}
 
         return app, socketio
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from modules.event_catalogue import ToolResultEvent
+from modules.statuses import SendStatus
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 
@@ -15,7 +16,7 @@ def send_routed(server, message: str, *, token: str, conversation_id: str | None
     res = server.post("/api/tasks", body, token=token)
     assert res.status_code == 202, res.text
     path = f"/api/messages/{res.json()['message_id']}"
-    return wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+    return wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == SendStatus.ROUTED and m, 30,
                       what="the message's route")
 
 

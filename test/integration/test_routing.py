@@ -9,7 +9,7 @@ import threading
 import socketio
 
 from modules.event_catalogue import AskUserEvent, RouteEvent, SuggestionsEvent, TextEndEvent, ToolResultEvent
-from modules.statuses import AgentState, Delivery, QueueStatus, Route, TaskStatus
+from modules.statuses import AgentState, Delivery, Route, SendStatus, TaskStatus
 from test.conftest import run_refused_start, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
@@ -194,7 +194,7 @@ def test_ask_user_answered_over_the_socket_and_stop_closes_an_open_ask(server, l
         assert asked.wait(15)
         reply = client.call("send_message", {"conversation_id": ack["conversation_id"], "message": "README.md"},
                             timeout=15)
-        assert reply["status"] == QueueStatus.ROUTING and reply["message_id"]
+        assert reply["status"] == SendStatus.ROUTING and reply["message_id"]
         reply = server.routed(reply)
         assert reply["route"] == Route.HIL and reply["delivery"] == Delivery.RESOLVED
     finally:

@@ -17,7 +17,7 @@ import redis
 import requests
 
 from modules.event_catalogue import ToolResultEvent
-from modules.statuses import CommandStatus
+from modules.statuses import CommandStatus, SendStatus
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 
@@ -38,7 +38,7 @@ def run(server, llm, command: str, *, token: str, conversation_id: str | None = 
     assert res.status_code == 202, res.text
     sent = res.json()
     path = f"/api/messages/{sent['message_id']}"  # the route follows the acknowledgement (as this user)
-    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == SendStatus.ROUTED and m, 30,
                       what="the message's route")
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
     result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from modules.statuses import TaskStatus
+from modules.statuses import SendStatus, TaskStatus
 from test.scripted_llm import text
 
 
@@ -29,7 +29,7 @@ def test_an_edit_is_a_new_version_the_model_sees_alone(auth_server, llm):
     res = auth_server.post(url, {"message": "Name a shape"})
     assert res.status_code == 202, res.text
     answer = res.json()
-    assert answer["status"] == "routed" and answer["target_agent"] == "MasterAgent"
+    assert answer["status"] == SendStatus.ROUTED and answer["target_agent"] == "MasterAgent"
     assert auth_server.wait_task(answer["task_id"])["status"] == TaskStatus.SUCCEEDED
     request = llm.agent_requests[-1].body["messages"]
     assert [m["content"] for m in request[1:]] == ["Name a shape"]  # the older version and what followed it left

@@ -10,7 +10,7 @@ import pytest
 
 from modules.config import Settings
 from modules.event_catalogue import RouteEvent
-from modules.statuses import Delivery, QueueStatus
+from modules.statuses import Delivery, SendStatus
 from modules.storage import tasks as task_store
 from server.api.response_models import SendAccepted
 from server.app import create_app
@@ -53,7 +53,7 @@ def test_a_socket_send_is_acknowledged_with_the_rest_answer_and_a_refusal_with_i
     # Not started (no membership loop, no prober to outlive the test): a send still routes and runs its turn.
     sent = _ack(client, "send_message", {"message": "hello"})
     assert SendAccepted.model_validate(sent) == SendAccepted(
-        message_id=sent["message_id"], conversation_id=sent["conversation_id"], status=QueueStatus.ROUTING)
+        message_id=sent["message_id"], conversation_id=sent["conversation_id"], status=SendStatus.ROUTING)
     joined = _ack(client, "join_conversation", {"conversation_id": sent["conversation_id"]})
     assert joined["success"] is True and joined["conversation_id"] == sent["conversation_id"]
     route = _until(lambda: next((e["args"][0] for e in client.get_received() if e["name"] == RouteEvent.TYPE), None),

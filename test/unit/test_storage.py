@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 
 from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.agent_state import AgentStates
-from modules.statuses import AgentState, MessageSource, TaskStatus, Visibility
+from modules.statuses import AgentState, MessageSource, Route, TaskStatus, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
@@ -18,6 +18,7 @@ from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
+from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
 from test.db_urls import fresh_database
 
@@ -77,14 +78,33 @@ def test_task_events_are_numbered_and_read_from_an_offset(db):
     with db.write() as s:
         task = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
     for i in range(5):
-        tasks.insert_events(db, task.id, tasks.next_event_idx(db, task.id), [(TextChunkEvent.TYPE,
-                                                                              {"content": str(i)})])
+        tasks.insert_events(db, task.id, tasks.next_event_idx(db, task.id),
+                            [(TextChunkEvent.TYPE, {"content": str(i)})])
     assert [e.idx for e in tasks.list_events(db, task.id, 2)] == [2, 3, 4]
     assert tasks.set_task_status(db, task.id, TaskStatus.RUNNING, expected=(TaskStatus.PENDING,))
     assert not tasks.set_task_status(db, task.id, TaskStatus.RUNNING, expected=(TaskStatus.PENDING,))
     assert tasks.set_task_status(db, task.id, TaskStatus.SUCCEEDED)
     done = tasks.get_task(db, task.id)
     assert done.status == TaskStatus.SUCCEEDED and done.finished_at >= done.started_at
+
+
+def test_a_task_keeps_what_started_it_as_a_typed_meta(db):
+    conv, master = _conversation(db)
+    with db.write() as s:
+        started = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat",
+                                       meta=TaskMeta(message_ids=["m1", "m2"], from_user=True))
+        bare = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
+    assert tasks.get_task(db, started.id).meta == {"message_ids": ["m1", "m2"], "from_user": True}
+    assert tasks.get_task(db, started.id).typed_meta == TaskMeta(message_ids=["m1", "m2"], from_user=True)
+    assert tasks.get_task(db, bare.id).meta is None
+    assert tasks.get_task(db, bare.id).typed_meta == TaskMeta(message_ids=[], from_user=False)
+
+
+def test_a_message_meta_sends_its_set_keys_only_and_keeps_unknown_ones():
+    meta = MessageMeta.load({"source": MessageSource.USER, "routed": {"route": Route.HIL}, "future_key": 1})
+    assert meta.source == MessageSource.USER and meta.visibility is None
+    assert meta.dump() == {"source": MessageSource.USER, "routed": {"route": Route.HIL}, "future_key": 1}
+    assert meta.model_dump(mode="json") == meta.dump()  # a REST message's `metadata` is the same JSON
 
 
 def test_session_store_upserts(db):
