@@ -17,6 +17,7 @@ from typing import overload
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from modules.domain_errors import Conflict, NotFound
 from modules.multi_agent.message_router import PendingMessage
 from modules.statuses import SendStatus
 from modules.storage import agents as agent_store
@@ -28,7 +29,6 @@ from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.api.response_models import SendAccepted
 from server.api.validation import wire
 from server.budget_guard import refuse_over_budget
-from server.errors import ApiError, not_found
 from server.routing_inbox import RoutingInbox
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
@@ -92,7 +92,7 @@ class ChatService:
             if stored is not None:  # its first try stored it and then lost the database: deliver, never copy
                 return self._answer_stored(stored, on_conversation)
             if previous == client_requests.IN_PROGRESS:
-                raise ApiError(409, "duplicate_in_progress", "a send with this client_message_id is in progress")
+                raise Conflict("duplicate_in_progress", "a send with this client_message_id is in progress")
             if previous is not None:
                 return SendAccepted.model_validate(previous)
         try:
@@ -116,7 +116,7 @@ class ChatService:
             return created
         conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
         if conv is None:
-            raise not_found("conversation")
+            raise NotFound("conversation")
         return conv  # touched with the held message, in its transaction (`RoutingInbox.hold`)
 
     def _deliver(self, user_id: int, req: SendMessageBody,
