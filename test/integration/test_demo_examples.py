@@ -3,15 +3,9 @@ event the server sends meanwhile checked against the event catalogue (modules/ev
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-import socketio
-from pydantic import ValidationError
 
 from modules.event_catalogue import (
-    EVENTS,
     AgentStateEvent,
     AiMessageStartEvent,
     AskUserEvent,
@@ -23,7 +17,6 @@ from modules.event_catalogue import (
     ToolResultEvent,
     ToolStartEvent,
     UserMessageEvent,
-    wire_model,
 )
 from modules.llm.demo_model import (
     EXAMPLE_ASK_USER,
@@ -34,44 +27,7 @@ from modules.llm.demo_model import (
 )
 from modules.statuses import TaskStatus
 from test.conftest import wait_until
-
-MODELS = {name: wire_model(cls) for name, cls in EVENTS.items()}
-
-
-def conforms(event_type: str, data: dict[str, Any]) -> str | None:
-    """Why the event does not match the catalogue, or None."""
-    model = MODELS.get(event_type)
-    if model is None:
-        return f"{event_type} is not in the catalogue"
-    try:
-        model.model_validate(data, strict=True)
-    except ValidationError as exc:
-        return f"{event_type}: {exc}"
-    return None
-
-
-class Recorder:
-    """A Socket.IO client in one conversation's room that keeps every event it receives."""
-
-    def __init__(self, url: str, token: str | None = None):
-        self.events: list[tuple[str, dict]] = []
-        self.client = socketio.Client(reconnection=False)
-        self._lock = threading.Lock()
-
-        @self.client.on("*")
-        def _any(event, data):
-            with self._lock:
-                self.events.append((event, data))
-
-        self.client.connect(url, auth={"token": token} if token else None, wait_timeout=10)
-
-    def join(self, conversation_id: str) -> None:
-        ack = self.client.call("join_conversation", {"conversation_id": conversation_id}, timeout=10)
-        assert ack.get("success") is not False, ack
-
-    def seen(self) -> list[tuple[str, dict]]:
-        with self._lock:
-            return list(self.events)
+from test.integration.event_recorder import Recorder, conforms
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import threading
 from modules.event_catalogue import PendingCountEvent, TextChunkEvent, TextEndEvent, ToolOutputEvent
 from modules.statuses import Delivery, TaskStatus
 from test.conftest import wait_until
-from test.integration.test_demo_examples import Recorder, conforms
+from test.integration.event_recorder import Recorder, conforms
 from test.scripted_llm import text, tool_calls
 
 

@@ -38,8 +38,6 @@ from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
-from modules.tools.agent_tools import AGENT_TOOLS
-from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
 from modules.tracing import Tracing
 from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
@@ -48,9 +46,10 @@ from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
+from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
 
-PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
+PROFILES = load_profiles(None, TOOL_NAMES)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Issue 11's defects 3 and 7 (the rest): live output of a running command, a sub-agent's history while it
-works, and what a restart that killed a command leaves in sight. Each test failed before its fix."""
+"""What the page shows live: a running command's output as it prints, a sub-agent's history while it works,
+and what a restart that killed a command leaves in sight (issue 11's defects 3 and 7; each test failed before
+its fix)."""
 
 from __future__ import annotations
 
