@@ -7,8 +7,12 @@ connections clients open.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +20,8 @@ from test.scripted_llm import RawChunksStep, text, tool_calls
 from test.unit.scripted_client import USER, make_model
 
 pytestmark = pytest.mark.timeout(30)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 RUN_COMMAND_TOOL = {"type": "function", "function": {"name": "run_command", "parameters": {"type": "object"}}}
 
@@ -72,3 +78,36 @@ def test_a_stopped_stream_drops_its_connection(llm):
     assert stopped.finish_reason == "stopped"
     assert after.content == "next"
     assert llm.connections == 2
+
+
+PROBE_SCRIPT = """
+import json, socket
+import eventlet
+import run  # monkey-patches as the server does
+from httpcore2._utils import is_socket_readable
+
+def probe():
+    ran = []
+    eventlet.spawn(ran.append, 1)
+    idle, peer = socket.socketpair()
+    readable = is_socket_readable(idle)
+    peer.sendall(b"x")
+    closed_by_server = is_socket_readable(idle)
+    return {"switched": bool(ran), "readable": readable, "closed_by_server": closed_by_server}
+
+before = probe()
+run.keep_pool_probes_off_the_hub()
+print(json.dumps({"before": before, "after": probe()}))
+"""
+
+
+def test_probing_an_idle_pooled_connection_does_not_switch_green_threads():
+    """httpcore probes each idle pooled connection before every request, holding the pool's lock; with eventlet's
+    green select each probe waited a turn of the whole event loop (run.py, `keep_pool_probes_off_the_hub`)."""
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", PROBE_SCRIPT], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=30)
+
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["before"]["switched"]  # what the probe did with eventlet's select
+    assert result["after"] == {"switched": False, "readable": False, "closed_by_server": True}
