@@ -8,9 +8,9 @@ A scan of 200,000 names holds the interpreter's lock for a tenth of a second or 
 the event loop serves meanwhile waits for that lock at each of its system calls: four scans at once on a
 loaded machine made other users wait past a second. So one scan runs at a time in a process, and its sorted
 names are kept while the folder's modification time says nothing was added, removed or renamed in it:
-paging through the folder, or listing it again, scans it once. A folder changed within `RACY_NS` of its
-scan is not kept (its time may not move again for a change made within the same tick, or the same second
-on a small ext4 image), so no listing misses a change.
+paging through the folder, or listing it again, scans it once. A folder changed just before its scan is not
+kept, so no listing misses a change: a change made within the same clock tick, or the same second where the
+file system keeps whole seconds (a small ext4 image's 128-byte inodes), may leave its time where it was.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from eventlet.patcher import original
 from modules.offload import off_loop
 from server.api.file_names import listable
 
-RACY_NS = 2_000_000_000
+TICK_NS = 50_000_000  # more than the kernel's coarse clock tick, which file times are read from
+SECOND_NS = 1_000_000_000
 KEPT_NAMES = 1_000_000  # names kept over all folders (tens of MB at most), the least recently listed dropped
 
 
@@ -73,7 +74,7 @@ class _Scans:
             started = time.time_ns()
             with os.scandir(folder) as entries:
                 names = sorted(e.name for e in entries if _is_regular(e) and listable(e.name))
-            if started - st.st_mtime_ns > RACY_NS:
+            if started - st.st_mtime_ns > racy_ns(st.st_mtime_ns):
                 self._keep(str(folder), _Scan(_version(st), names))
             return names
 
@@ -99,6 +100,12 @@ class _Scans:
 
 
 SCANS = _Scans()
+
+
+def racy_ns(mtime_ns: int) -> int:
+    """How long after a folder's time a change may still leave it unmoved: a whole second's time says the file
+    system may keep whole seconds only (a fine time falls on one once in a billion)."""
+    return 2 * SECOND_NS + TICK_NS if mtime_ns % SECOND_NS == 0 else TICK_NS
 
 
 def _version(st: os.stat_result) -> tuple[int, int, int]:

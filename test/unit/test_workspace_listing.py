@@ -9,7 +9,7 @@ import time
 import pytest
 
 from server.api import workspace_listing
-from server.api.workspace_listing import RACY_NS, list_page
+from server.api.workspace_listing import SECOND_NS, list_page, racy_ns
 
 AN_HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
 
@@ -69,14 +69,19 @@ def test_a_file_added_or_removed_is_listed_at_once(tmp_path, scans):
     assert len(scans) == 2
 
 
-def test_a_folder_changed_just_before_its_scan_is_scanned_again(tmp_path, scans):
-    """A change within the same tick (or second) as the scan may leave the folder's time where it was."""
+@pytest.mark.parametrize("whole_seconds", [False, True])
+def test_a_folder_changed_just_before_its_scan_is_scanned_again(tmp_path, scans, whole_seconds, monkeypatch):
+    """A change within the same tick (or second, where the file system keeps whole seconds) as the scan may
+    leave the folder's time where it was."""
+    monkeypatch.setattr(workspace_listing, "TICK_NS", 10 * SECOND_NS)  # longer than this test's slowest pace
     _files(tmp_path, 3)
-    now = time.time_ns() - RACY_NS // 2
-    _aged(tmp_path, now)
+    now = time.time_ns()
+    changed = now // SECOND_NS * SECOND_NS if whole_seconds else now // SECOND_NS * SECOND_NS + 1
+    assert racy_ns(changed) == (12 if whole_seconds else 10) * SECOND_NS
+    _aged(tmp_path, changed)
     assert _all_names(tmp_path, 10) == ["f0000", "f0001", "f0002"]
     (tmp_path / "late").touch()
-    _aged(tmp_path, now)  # the folder's time did not move
+    _aged(tmp_path, changed)  # the folder's time did not move
     assert _all_names(tmp_path, 10) == ["f0000", "f0001", "f0002", "late"]
     assert len(scans) == 2
 
