@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-from modules.statuses import FINAL_TASK_STATUSES
+from modules.statuses import FINAL_TASK_STATUSES, SendStatus
 from test.scripted_llm import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,10 +162,10 @@ class ServerProcess:
 
     def routed(self, answer: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
         """A send's acknowledgement completed with its route, once routed (API.md: the route follows)."""
-        if answer.get("status") != "routing":
+        if answer.get("status") != SendStatus.ROUTING:
             return answer
         path = f"/api/messages/{answer['message_id']}"
-        found = wait_until(lambda: (m := self.get(path).json()).get("status") == "routed" and m, timeout,
+        found = wait_until(lambda: (m := self.get(path).json()).get("status") == SendStatus.ROUTED and m, timeout,
                            what=f"the route of message {answer['message_id']}")
         return {**answer, **{k: v for k, v in found.items() if k != "success"}}
 

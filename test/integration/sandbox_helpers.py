@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
+from modules.event_catalogue import ToolResultEvent
+from modules.statuses import SendStatus
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 from test.scripted_steps import is_stage_request, match_last_user
@@ -16,7 +18,7 @@ def send_routed(server, message: str, *, token: str, conversation_id: str | None
     res = server.post("/api/tasks", body, token=token)
     assert res.status_code == 202, res.text
     path = f"/api/messages/{res.json()['message_id']}"
-    return wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+    return wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == SendStatus.ROUTED and m, 30,
                       what="the message's route")
 
 
@@ -35,5 +37,5 @@ def run_in_sandbox(server, llm, command: str, *, token: str, conversation_id: st
     llm.script(text("done"), match=match)
     sent = send_routed(server, tag, token=token, conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
-    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
+    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE)
     return {**result, "conversation_id": sent["conversation_id"]}
