@@ -16,7 +16,7 @@ import pytest
 
 from modules.tools.workspace_images import WorkspaceImages
 from test.conftest import wait_until
-from test.unit.test_workspace_images import _loops_of, _mounts_under
+from test.unit.loop_mounts import loops_of, unmount_all_under
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/loop-control")
@@ -61,8 +61,7 @@ def _alive(pid: int) -> bool:
 @pytest.fixture
 def data(tmp_path):
     yield tmp_path
-    for point in reversed(_mounts_under(tmp_path)):
-        subprocess.run(["umount", "-l", point], check=False)
+    unmount_all_under(tmp_path)
 
 
 def test_the_next_start_kills_what_a_killed_server_left_holding_its_device_and_spares_a_live_one(data):
@@ -71,12 +70,12 @@ def test_the_next_start_kills_what_a_killed_server_left_holding_its_device_and_s
     try:
         dead.send_signal(signal.SIGKILL)
         dead.wait(10)
-        assert _alive(leftover) and len(_loops_of(data)) == 2  # the leftover keeps the dead one's mount
+        assert _alive(leftover) and len(loops_of(data)) == 2  # the leftover keeps the dead one's mount
         images = WorkspaceImages(data / "images", 8 * 2**20)
         assert images.probe() is None  # the next start
         assert images.stale_removed.processes == 1
         wait_until(lambda: not _alive(leftover), 10, what="the leftover killed")
-        wait_until(lambda: len(_loops_of(data)) == 1, 10, what="the dead server's loop device detached")
+        wait_until(lambda: len(loops_of(data)) == 1, 10, what="the dead server's loop device detached")
         assert live.poll() is None and _alive(live_child)  # the live server and its child are untouched
         records = {p.name for p in (data / "images" / "servers").iterdir()}
         assert records == {_record(live.pid), _record(os.getpid())}  # the dead one's record is gone
