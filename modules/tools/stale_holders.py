@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import select
 import signal
 import time
 from dataclasses import dataclass
@@ -54,18 +55,32 @@ def remove_stale(images_dir: Path) -> Removed:
     devices = _devices(images_dir)
     stale = _stale(images_dir, set(devices))
     if stale:  # checked again: a server that started meanwhile recorded itself before it mounted anything
-        stale &= _stale(images_dir, set(devices))
-    killed = []
-    for pid in stale:
+        again = _stale(images_dir, set(devices))
+        stale = {pid: started for pid, started in stale.items() if again.get(pid) == started}
+    killed, exits = [], []
+    for pid, started in stale.items():
         try:
-            name = Path(f"/proc/{pid}/comm").read_text().strip()
-            os.kill(pid, signal.SIGKILL)
-            killed.append(f"{pid} ({name})")
+            handle = os.pidfd_open(pid)  # the process itself from here on, whatever its pid becomes
         except OSError:
-            pass
+            continue
+        try:
+            if _start_time(pid) != started:  # gone, and its pid taken by another
+                os.close(handle)
+                continue
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+            killed.append(f"{pid} ({name})")
+            exits.append(handle)
+        except OSError:
+            os.close(handle)
     deadline = time.monotonic() + GONE_WAIT_S
-    while any(_namespace(pid) for pid in stale) and time.monotonic() < deadline:  # until each has exited
-        time.sleep(0.02)
+    while exits and time.monotonic() < deadline:  # a pidfd reads ready once its process has exited
+        ended, _, _ = select.select(exits, [], [], max(0.0, deadline - time.monotonic()))
+        for handle in ended:
+            exits.remove(handle)
+            os.close(handle)
+    for handle in exits:
+        os.close(handle)
     for name in devices.values():
         _detach_when_free(name)
     detached = len(set(devices) - set(_devices(images_dir)))
@@ -75,14 +90,15 @@ def remove_stale(images_dir: Path) -> Removed:
     return Removed(len(killed), detached)
 
 
-def _stale(images_dir: Path, devices: set[str]) -> set[int]:
-    """The processes that mount one of `devices` and that no live server (nor this process) answers for."""
+def _stale(images_dir: Path, devices: set[str]) -> dict[int, str]:
+    """The processes that mount one of `devices` and that no live server (nor this process) answers for, with
+    their start times."""
     live = _live_servers(images_dir / SERVERS) | {os.getpid()}
     if not devices:
-        return set()
+        return {}
     spared = {_namespace(pid) for pid in (1, *live)}
     parents = _parents()
-    stale = set()
+    stale = {}
     mounting: dict[str, bool] = {}  # namespace: whether it mounts one of the devices
     for pid in parents:
         namespace = _namespace(pid)
@@ -91,7 +107,10 @@ def _stale(images_dir: Path, devices: set[str]) -> set[int]:
         if namespace not in mounting:
             mounting[namespace] = _mounts_any(pid, devices)
         if mounting[namespace]:
-            stale.add(pid)
+            try:
+                stale[pid] = _start_time(pid)
+            except (OSError, IndexError):
+                continue
     return stale
 
 
