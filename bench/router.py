@@ -2,8 +2,8 @@
 
 Fan-in: S sender agents (S = 1, 10, 100) send messages at once to one receiver (the master)
 running a turn. Like the tool loop, before each model call the receiver drains its queue into
-its history (`consume_pending_messages`, one transaction), builds the request from the whole
-history (`history_after`), then "calls the model" (sleeps `--model-ms`). Each message is routed
+its history (`consume_pending_messages`, one transaction), reads what is new in its history for the
+request (a turn's `HistoryTail`), then "calls the model" (sleeps `--model-ms`). Each message is routed
 by `MessageRouter.route_message` (queued durably, delivered by the receiver's state).
 
 Figures, per database (SQLite file in WAL mode; PostgreSQL on 127.0.0.1:5432 in a throw-away
@@ -61,6 +61,7 @@ if str(ROOT) not in sys.path:  # `python bench/router.py` puts bench/ first, not
 
 from bench.routing.clock import DbClock  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
+from modules.context.history_tail import HistoryTail  # noqa: E402
 from modules.multi_agent import agent_state  # noqa: E402
 from modules.multi_agent.agent_state import AgentStates  # noqa: E402
 from modules.multi_agent.message_router import INJECTED_INLINE, MessageRouter, PendingMessage  # noqa: E402
@@ -161,10 +162,11 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
         clock.role("recv")
         barrier.wait()
         deadline = time.monotonic() + RUN_DEADLINE_S
+        history = HistoryTail(master.id)
         while len(visible_at) < total and time.monotonic() < deadline:
             start = time.perf_counter()
             drained = router.consume_pending_messages(master.id, conv.id, "bench-turn")
-            message_store.history_after(db, master.id, -1)  # the next model request's history
+            history.read(db, -1)  # the next model request's history
             built = time.perf_counter()
             busy["recv"] += built - start
             drains += 1
