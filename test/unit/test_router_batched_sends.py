@@ -46,7 +46,7 @@ def test_sends_of_one_batch_each_hear_their_own_answer(team):
     hold = threading.Event()
     leader = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
     leader.start()
-    wait_until(lambda: writer._leading, what="a batch holding the lead")
+    wait_until(lambda: writer._leading and not writer._queue, what="a batch holding the lead")
 
     sends = [_message(conv, master.id, "first"), _message(conv, sub.id, "to the terminated"),
              _message(conv, "no-such-agent", "to nobody"), _message(conv, master.id, "second")]
