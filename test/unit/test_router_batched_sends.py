@@ -90,3 +90,15 @@ def test_a_send_reads_its_receiver_once_under_the_lock(team):
     finally:
         event.remove(db.engine, "before_cursor_execute", count)
     assert len([s for s in statements if "FROM agents" in s]) == 1, statements
+    queueing = [s for s in statements if "pending_messages" in s]
+    assert len(queueing) == 1 and queueing[0].lstrip().upper().startswith("INSERT"), queueing  # no look first
+
+
+def test_a_retried_send_is_queued_once_by_its_one_insert(team):
+    db, conv, master, _sub, _manager = team
+    AgentStates(db).transition(master.id, agent_state.RUNNING)
+    router = MessageRouter(db)
+    message = _message(conv, master.id, "once")
+    for _ in range(2):
+        assert router.route_message(master.id, message).delivery == INJECTED_INLINE
+    assert [m.content for m in queue.list_queued(db, master.id)] == ["once"]
