@@ -12,6 +12,7 @@ import pytest
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
 from modules.context.budget import RefusedSizes
+from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelReply
 from modules.llm.tokens import count_messages, count_tools
 from modules.storage import conversations
@@ -125,7 +126,7 @@ def test_a_long_history_is_summarised_once_and_then_read_from_the_summary_on(win
     assert size <= 3000
     [(kind, data)] = events
     summary = summary_store.latest(window.db, window.agent.id)
-    assert kind == "context_compacted" and data["summary_id"] == summary.summary_id
+    assert kind == ContextCompactedEvent.TYPE and data["summary_id"] == summary.summary_id
     assert data["tokens_after"] < data["tokens_before"] and data["summarised_messages"] == summary.through_seq + 1
     assert len(message_store.list_messages(window.db, window.agent.id)) == 39  # all still stored
 
@@ -170,3 +171,17 @@ def test_a_summary_cut_short_by_stop_is_never_stored(window):
     _, events, _ = window.build()
     assert len(window.model.requests) == 1 and events == []
     assert summary_store.latest(window.db, window.agent.id) is None
+
+
+def test_a_turns_next_request_reads_only_the_history_written_since_its_last(window, monkeypatch):
+    window.add(*chat(1))
+    window.build()
+    window.add(*chat(2))
+    asked: list[int] = []
+    read = message_store.history_after
+    monkeypatch.setattr(message_store, "history_after", lambda db, agent_id, after: asked.append(after) or
+                        read(db, agent_id, after))
+    messages, _, _ = window.build()
+    assert asked == [1]  # after the two entries the first request read
+    assert [m["content"] for m in messages[1:]] == ["turn 1: " + " ".join(f"w{j}" for j in range(60)), "reply 1",
+                                                    "turn 2: " + " ".join(f"w{j}" for j in range(60)), "reply 2"]

@@ -11,10 +11,10 @@ from modules.multi_agent.domain_vocabulary import DomainView, TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
 from modules.multi_agent.follow_up import ReplyContext, judge
 from modules.multi_agent.routing_stage import parse_combined
-from test.unit.test_routing_units import TOOLS
+from test.unit.teams import TOOL_NAMES
 
 SIGNALS = load_routing_signals(None)
-PROFILES = load_profiles(None, TOOLS)
+PROFILES = load_profiles(None, TOOL_NAMES)
 VOCABULARY = TeamVocabulary.of(PROFILES, SIGNALS)
 
 
