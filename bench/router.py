@@ -2,8 +2,8 @@
 
 Fan-in: S sender agents (S = 1, 10, 100) send messages at once to one receiver (the master)
 running a turn. Like the tool loop, before each model call the receiver drains its queue into
-its history (`consume_pending_messages`, one transaction), builds the request from the whole
-history (`history_after`), then "calls the model" (sleeps `--model-ms`). Each message is routed
+its history (`consume_pending_messages`, one transaction), reads what is new in its history for the
+request (a turn's `HistoryTail`), then "calls the model" (sleeps `--model-ms`). Each message is routed
 by `MessageRouter.route_message` (queued durably, delivered by the receiver's state).
 
 Figures, per database (SQLite file in WAL mode; PostgreSQL on 127.0.0.1:5432 in a throw-away
@@ -20,33 +20,48 @@ database) and sender count:
 - sql% / commit% / ping%: the parts of that spent executing statements, committing and pinging;
 - stmts/msg: statements executed per routed message (sends and drains together).
 
-Every run checks each message is delivered exactly once, in order per sender. It composes the
-product in-process with OS threads (the server's green threads do the same database work).
+- cpu us/msg: this process's CPU time (user + system) per routed message, over the run (the database
+  server's own CPU is not in it; SQLite's is);
+- load: the 1-minute load average as the scenario ends (the machine is shared).
 
-Run: `.venv/bin/python bench/router.py` (about 1 minute; `--quick`, `--help`); PostgreSQL is skipped when unreachable.
+Every run checks each message is delivered exactly once, in order per sender. It composes the
+product in-process under eventlet, monkey-patched as `run.py` patches the server (senders and receiver are
+green threads, psycopg waits with select); `--threads` runs them as OS threads instead (the old mode).
+
+Run: `.venv/bin/python bench/router.py` (about 1 minute; `--quick`, `--threads`, `--help`); PostgreSQL is
+skipped when unreachable.
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import os
 import sys
-import tempfile
-import threading
-import time
-from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+
+GREEN = "--threads" not in sys.argv[1:]  # decided before anything imports the standard library's threading
+if GREEN:
+    os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_select")  # as run.py: psycopg's wait made cooperative
+    import eventlet
+
+    eventlet.monkey_patch()
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/router.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import event  # noqa: E402
-
+from bench.routing.clock import DbClock  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
+from modules.context.history_tail import HistoryTail  # noqa: E402
 from modules.multi_agent import agent_state  # noqa: E402
 from modules.multi_agent.agent_state import AgentStates  # noqa: E402
 from modules.multi_agent.message_router import INJECTED_INLINE, MessageRouter, PendingMessage  # noqa: E402
@@ -63,97 +78,6 @@ from modules.tools.run_command import RUN_COMMAND  # noqa: E402
 
 SENDER_COUNTS = (1, 10, 100)
 RUN_DEADLINE_S = 60.0
-
-
-# -- where the time goes -----------------------------------------------------------------
-class DbClock:
-    """Per-role time inside the database layer and inside statement execution, per thread role."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self.layer: dict[str, float] = defaultdict(float)
-        self.sql: dict[str, float] = defaultdict(float)
-        self.commit: dict[str, float] = defaultdict(float)
-        self.ping: dict[str, float] = defaultdict(float)
-        self.statements: dict[str, int] = defaultdict(int)
-        self.commits: dict[str, int] = defaultdict(int)
-
-    def role(self, name: str) -> None:
-        self._local.role = name
-        self._local.depth = 0
-
-    def _role(self) -> str:
-        return getattr(self._local, "role", "other")
-
-    def reset(self) -> None:
-        with self._lock:
-            self.layer.clear()
-            self.sql.clear()
-            self.commit.clear()
-            self.ping.clear()
-            self.statements.clear()
-            self.commits.clear()
-
-    def attach(self, db: Database) -> None:
-        """Time every session of `db` (pool checkout, writer lock, statements, commit) and every statement."""
-        clock = self
-        read, write = db.read, db.write
-
-        def timed(inner):
-            @contextmanager
-            def wrapper(**kwargs) -> Iterator:
-                local = clock._local
-                depth = getattr(local, "depth", 0)
-                local.depth = depth + 1
-                start = time.perf_counter()
-                try:
-                    with inner(**kwargs) as session:
-                        yield session
-                finally:
-                    local.depth = depth
-                    if depth == 0:  # a session opened inside another is already counted
-                        elapsed = time.perf_counter() - start
-                        with clock._lock:
-                            clock.layer[clock._role()] += elapsed
-            return wrapper
-
-        db.read, db.write = timed(read), timed(write)
-
-        dialect = db.engine.dialect
-
-        def timed_call(original, bucket: dict[str, float]):
-            def call(dbapi_connection):
-                start = time.perf_counter()
-                try:
-                    return original(dbapi_connection)
-                finally:
-                    elapsed = time.perf_counter() - start
-                    with clock._lock:
-                        bucket[clock._role()] += elapsed
-            return call
-
-        commit = timed_call(dialect.do_commit, self.commit)
-
-        def counted_commit(dbapi_connection):
-            with clock._lock:
-                clock.commits[clock._role()] += 1
-            return commit(dbapi_connection)
-
-        dialect.do_commit = counted_commit
-        dialect.do_ping = timed_call(dialect.do_ping, self.ping)
-
-        @event.listens_for(db.engine, "before_cursor_execute")
-        def before(conn, cursor, statement, parameters, context, executemany):
-            clock._local.sql_start = time.perf_counter()
-
-        @event.listens_for(db.engine, "after_cursor_execute")
-        def after(conn, cursor, statement, parameters, context, executemany):
-            elapsed = time.perf_counter() - clock._local.sql_start
-            role = clock._role()
-            with clock._lock:
-                clock.sql[role] += elapsed
-                clock.statements[role] += 1
 
 
 # -- one scenario ----------------------------------------------------------------------
@@ -174,6 +98,8 @@ class Result:
     statements: int
     commits: int
     drains: int
+    cpu_s: float
+    load: float
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -236,10 +162,11 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
         clock.role("recv")
         barrier.wait()
         deadline = time.monotonic() + RUN_DEADLINE_S
+        history = HistoryTail(master.id)
         while len(visible_at) < total and time.monotonic() < deadline:
             start = time.perf_counter()
             drained = router.consume_pending_messages(master.id, conv.id, "bench-turn")
-            message_store.history_after(db, master.id, -1)  # the next model request's history
+            history.read(db, -1)  # the next model request's history
             built = time.perf_counter()
             busy["recv"] += built - start
             drains += 1
@@ -251,10 +178,12 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
 
     threads = [threading.Thread(target=sender, args=(a,), daemon=True) for a in agents]
     threads.append(threading.Thread(target=receiver, daemon=True))
+    cpu_start = time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join(RUN_DEADLINE_S + 10)
+    cpu_s = time.process_time() - cpu_start
     if any(t.is_alive() for t in threads) or len(visible_at) < total:
         errors.append(f"only {len(visible_at)} of {total} messages became visible in time")
 
@@ -276,7 +205,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
     return Result(backend, senders, total, last - first, latencies, send_ms, busy["send"], busy["recv"],
                   dict(clock.layer), dict(clock.sql), dict(clock.commit), dict(clock.ping),
                   clock.statements["send"] + clock.statements["recv"], clock.commits["send"] + clock.commits["recv"],
-                  drains, errors)
+                  drains, cpu_s, os.getloadavg()[0], errors)
 
 
 # -- databases -------------------------------------------------------------------------
@@ -323,7 +252,7 @@ def postgres_available() -> str | None:
 # -- the table ---------------------------------------------------------------------------
 HEADER = (f"{'database':<11}{'senders':>8}{'msgs':>7}{'msgs/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'send p50':>10}{'db% send':>10}{'db% recv':>10}{'sql%':>7}{'commit%':>9}{'ping%':>7}{'stmts/msg':>11}"
-          f"{'txn/msg':>9}{'drains':>8}  check")
+          f"{'txn/msg':>9}{'drains':>8}{'cpu us/msg':>11}{'load':>6}  check")
 
 
 def row(r: Result) -> str:
@@ -337,7 +266,7 @@ def row(r: Result) -> str:
     return (f"{r.backend:<11}{r.senders:>8}{r.messages:>7}{r.rate:>9.0f}{_pct(r.latencies_ms, 50):>9.1f}"
             f"{_pct(r.latencies_ms, 99):>9.1f}{statistics.median(r.send_ms):>10.2f}{send_db:>10.0%}"
             f"{recv_db:>10.0%}{sql:>7.0%}{commit:>9.0%}{ping:>7.0%}{r.statements / r.messages:>11.1f}"
-            f"{r.commits / r.messages:>9.2f}{r.drains:>8}  {check}")
+            f"{r.commits / r.messages:>9.2f}{r.drains:>8}{r.cpu_s / r.messages * 1e6:>11.0f}{r.load:>6.1f}  {check}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,11 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"],
                         choices=["sqlite", "postgresql"])
     parser.add_argument("--quick", action="store_true", help="100 messages per scenario")
+    parser.add_argument("--threads", action="store_true",
+                        help="senders and receiver as OS threads, without eventlet (default: green threads)")
     args = parser.parse_args(argv)
     total = 100 if args.quick else args.messages
 
     print(f"router fan-in: N senders -> 1 running receiver; {total} messages per scenario; "
-          f"receiver model call {args.model_ms:g} ms")
+          f"receiver model call {args.model_ms:g} ms; {'green threads (eventlet)' if GREEN else 'OS threads'}; "
+          f"load {os.getloadavg()[0]:.1f}")
     print(HEADER)
     failed = False
     results: list[Result] = []

@@ -95,7 +95,8 @@ class MessageRouter:
 
     def _enqueue_sends(self, s: Session, messages: list[PendingMessage]) -> list[ReceiverRow | RouteError]:
         """The sends of one group-commit batch: their receivers share-locked in one statement, the messages
-        of live receivers queued in one; per message, its receiver's row or the RouteError its sender gets."""
+        of live receivers queued in one (an INSERT that skips an id queued before); per message, its receiver's
+        row or the RouteError its sender gets."""
         receivers = agent_store.lock_many_for_queueing_in(s, {m.target_agent_id for m in messages})
         outcomes: list[ReceiverRow | RouteError] = []
         for message in messages:
@@ -106,9 +107,8 @@ class MessageRouter:
                 outcomes.append(RouteError(f"{agent.display_name} was terminated and takes no more messages"))
             else:
                 outcomes.append(agent)
-        accepted = [m for m, outcome in zip(messages, outcomes, strict=True) if not isinstance(outcome, RouteError)]
-        if accepted:
-            self.enqueue_many_in(s, accepted)
+        queue.queue_in(s, [m.row_values() for m, outcome in zip(messages, outcomes, strict=True)
+                           if not isinstance(outcome, RouteError)])
         return outcomes
 
     def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | None = None) -> RouteResult:

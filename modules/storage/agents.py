@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Row, func, or_, select, update
+from typing import cast
+
+from sqlalchemy import Row, Table, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -69,11 +71,16 @@ def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | No
 ReceiverRow = Row[str, str, bool, str]
 
 
+_AGENTS = cast(Table, Agent.__table__)
+# Built once (a send's hot statement), executed on the session's connection without the ORM.
+_LOCK_RECEIVERS = select(_AGENTS.c.id, _AGENTS.c.display_name, _AGENTS.c.terminated, _AGENTS.c.state) \
+    .where(_AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
+
+
 def lock_many_for_queueing_in(session: Session, agent_ids: set[str]) -> dict[str, ReceiverRow]:
     """`lock_for_queueing_in` for the receivers of a batch of sends, in one statement; by agent id, with
     each one's state as of this lock (it cannot change before the commit)."""
-    rows = session.execute(select(Agent.id, Agent.display_name, Agent.terminated, Agent.state)
-                           .where(Agent.id.in_(sorted(agent_ids))).with_for_update(read=True))
+    rows = session.connection().execute(_LOCK_RECEIVERS, {"ids": sorted(agent_ids)})
     return {row.id: row for row in rows}
 
 

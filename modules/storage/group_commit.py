@@ -9,7 +9,8 @@ once its rows are durable, so it can deliver them after that, in its own order. 
 hand over a step (a short function of the session), or a value for a batch step, which runs once for
 all the values of a batch that name it (the sends of a batch: their receivers locked in one statement,
 their messages inserted in one). When a batch fails, its writers are retried one by one, so one bad
-row (a duplicate key) fails only its writer.
+row (a duplicate key) fails only its writer. A writer killed while it leads (its green thread, a deadline of
+its caller) hands the rest of its batch to the next leader, so it fails none but its own.
 Rows may also be deferred: queued without a waiting writer, they go out with the next batch anyone
 commits (the usage ledger's row of a model request rides with the turn's next event: no commit of its
 own); `flush_deferred` commits them when no other write came.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,7 +34,7 @@ DEFAULT_MAX_ROWS = 400
 STEP_ROWS = 8
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two writers' equal rows are two items
 class _Pending:
     """One writer's part of a batch: rows for a table, or a step run on the batch's session."""
 
@@ -130,33 +131,62 @@ class GroupCommit:
         limit = time.monotonic() + self._db.timeout_s * 3 + 1
         with self._lock:
             self._queue.extend(items)
-        while True:
-            batch: list[_Pending] = []
-            with self._lock:
-                if _all_done(items):
-                    return
-                if not self._leading:
-                    self._leading = True
-                    count = 0
-                    while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
-                        batch.append(self._queue.pop(0))
-                        count += batch[-1].size
-            if not batch:
-                self._follow(items, wake, limit)
-                continue
-            try:
-                self._write(batch)
-            finally:
-                for item in batch:  # the leader was killed mid-batch (its green thread, a deadline of its caller)
-                    if not item.done.is_set():
-                        self._settle([item], DatabaseUnavailable("the writer of the batch stopped"))
+        try:
+            while True:
                 with self._lock:
-                    self._leading = False
-                    # The writer of the oldest queued item leads next (deferred items have none); the
-                    # others sleep on.
-                    next_wake = next((item.wake for item in self._queue if item.wake is not None), None)
-                    if next_wake is not None:
-                        next_wake.set()
+                    if _all_done(items):
+                        return
+                    lead = not self._leading
+                    self._leading = True
+                if lead:
+                    self._lead()
+                else:
+                    self._follow(items, wake, limit)
+        except BaseException:  # this writer was killed (its green thread, a deadline of its caller)
+            self._abandon(items)
+            raise
+
+    def _lead(self) -> None:
+        """Write one batch as its leader. First a yield: under eventlet nothing else runs while a batch is
+        written on SQLite (no I/O to wait on), so the writers woken by the previous batch queue up now and
+        share this one. A leader killed mid-batch leaves its batch to the next: the others' items go back to
+        the queue's front unless the commit had begun (then its outcome is unknown, and they hear so)."""
+        batch: list[_Pending] = []
+        committing: list[_Pending] = []  # the items of the commit under way, if one is
+        try:
+            time.sleep(0)
+            with self._lock:
+                count = 0
+                while self._queue and (not batch or count + self._queue[0].size <= self._max_rows):
+                    batch.append(self._queue.pop(0))
+                    count += batch[-1].size
+            self._write(batch, committing)
+        finally:
+            unknown = [item for item in committing if not item.done.is_set()]
+            if unknown:
+                self._settle(unknown, DatabaseUnavailable("the writer of the batch stopped during its commit"))
+            with self._lock:
+                self._queue[:0] = [item for item in batch if not item.done.is_set()]
+                self._leading = False
+                self._wake_next()
+
+    def _wake_next(self) -> None:
+        """The writer of the oldest queued item leads next (deferred items have none); the others sleep on.
+        Called with the lock held."""
+        next_wake = next((item.wake for item in self._queue if item.wake is not None), None)
+        if next_wake is not None:
+            next_wake.set()
+
+    def _abandon(self, items: list[_Pending]) -> None:
+        """A killed writer's items still queued leave the queue (nobody waits for them), and since the next
+        leader may have been woken in its place, one is woken again."""
+        with self._lock:
+            mine = {id(item) for item in items}
+            left = [item for item in self._queue if id(item) in mine]
+            self._queue = [item for item in self._queue if id(item) not in mine]
+            if not self._leading:
+                self._wake_next()
+        self._settle(left, DatabaseUnavailable("its writer stopped before the batch"))
 
     def _follow(self, items: list[_Pending], wake: threading.Event, limit: float) -> None:
         """Sleep until this writer's items are done or it may lead. Past `limit` its queued items fail; items
@@ -175,9 +205,9 @@ class GroupCommit:
                 wake.wait()
         wake.clear()
 
-    def _write(self, batch: list[_Pending]) -> None:
+    def _write(self, batch: list[_Pending], committing: list[_Pending]) -> None:
         try:
-            self._commit(batch)
+            self._commit(batch, committing)
         except DatabaseUnavailable as exc:  # the database is away: every writer of the batch hears it
             self._settle(self._requeue_deferred(batch), exc)
             return
@@ -187,7 +217,7 @@ class GroupCommit:
                 return
             for item in batch:  # one bad writer (a duplicate key) must not fail the others
                 try:
-                    self._commit([item])
+                    self._commit([item], committing)
                 except Exception as one:
                     self._settle([item], one)
                 else:
@@ -195,22 +225,27 @@ class GroupCommit:
             return
         self._settle(batch, None)
 
-    def _commit(self, batch: Iterable[_Pending]) -> None:
+    def _commit(self, batch: list[_Pending], committing: list[_Pending]) -> None:
+        """One transaction for the batch; `committing` holds its items once its commit begins."""
         by_table: dict[str, tuple[Table, list[dict[str, Any]]]] = {}
         by_step: dict[Callable[[Session, list[Any]], list[Any]], list[_Pending]] = {}
+        for item in batch:
+            if item.batch_step is not None:
+                by_step.setdefault(item.batch_step, []).append(item)
+            elif item.table is not None:
+                by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
         with self._db.write(first=True) as s:
+            # Steps in queue order, a batch step where its first value queued: a drain sees the sends queued
+            # before it (plain rows go last: no step reads them).
             for item in batch:
                 if item.step is not None:
                     item.result = item.step(s)
-                elif item.batch_step is not None:
-                    by_step.setdefault(item.batch_step, []).append(item)
-                elif item.table is not None:
-                    by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
-            for batch_step, items in by_step.items():
-                for item, result in zip(items, batch_step(s, [i.value for i in items]), strict=True):
-                    item.result = result
+                elif item.batch_step is not None and (items := by_step.pop(item.batch_step, None)):
+                    for one, result in zip(items, item.batch_step(s, [i.value for i in items]), strict=True):
+                        one.result = result
             for table, rows in by_table.values():
                 s.execute(insert(table), rows)
+            committing[:] = batch
         self.batches += 1
         self.rows += sum(len(rows) for _, rows in by_table.values())
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Row, func, insert, select
+from sqlalchemy import Row, Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from modules.statuses import Visibility
@@ -13,6 +13,11 @@ from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
 from modules.storage.records import new_id, now
+
+HISTORY = cast(Table, Message.__table__)
+# An append's statements, built once and executed on the session's connection without the ORM.
+_LAST_SEQ = select(func.max(HISTORY.c.seq)).where(HISTORY.c.agent_id == bindparam("agent"))
+_APPEND = HISTORY.insert()
 
 
 @dataclass
@@ -34,18 +39,19 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
 
     One batched insert; the returned rows are detached copies of what was written (their `id` unset).
     A NUL in a text (a model or a tool can produce one) becomes U+FFFD: PostgreSQL text cannot hold it."""
-    last = session.scalar(select(func.max(Message.seq)).where(Message.agent_id == agent_id))
+    conn = session.connection()
+    last = conn.execute(_LAST_SEQ, {"agent": agent_id}).scalar()
     first = 0 if last is None else last + 1
     ts = now()
-    values = [
-        dict(message_id=draft.message_id, conversation_id=conversation_id, agent_id=agent_id, seq=first + i,
-             role=draft.role, content=_storable(draft.content), tool_calls=draft.tool_calls,
-             tool_call_id=draft.tool_call_id, name=draft.name, meta=draft.meta.dump(), created_at=ts)
+    rows = [
+        {"message_id": draft.message_id, "conversation_id": conversation_id, "agent_id": agent_id, "seq": first + i,
+         "role": draft.role, "content": _storable(draft.content), "tool_calls": draft.tool_calls,
+         "tool_call_id": draft.tool_call_id, "name": draft.name, "metadata": draft.meta.dump(), "created_at": ts}
         for i, draft in enumerate(drafts)
     ]
-    if values:
-        session.execute(insert(Message), values)
-    return [Message(**v) for v in values]
+    if rows:
+        conn.execute(_APPEND, rows)
+    return [Message(**{k: v for k, v in row.items() if k != "metadata"}, meta=row["metadata"]) for row in rows]
 
 
 def _storable(text: str | None) -> str | None:

@@ -7,15 +7,13 @@ can never both consume one message.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from sqlalchemy import Row, exists, func, select, update
+from sqlalchemy import Insert, Row, Table, bindparam, exists, func, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
-from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
@@ -27,12 +25,45 @@ from modules.storage.results import rowcount
 
 QUEUED: Final = QueueStatus.QUEUED
 CONSUMED: Final = QueueStatus.CONSUMED
-QUEUE_COLUMNS = (PendingMessageRow.seq, PendingMessageRow.id, PendingMessageRow.conversation_id,
-                 PendingMessageRow.target_agent_id, PendingMessageRow.source_agent_id,
-                 PendingMessageRow.source_display_name, PendingMessageRow.type, PendingMessageRow.content,
-                 PendingMessageRow.question_id, PendingMessageRow.meta, PendingMessageRow.created_at)
-_DO_NOTHING: dict[str, Callable[[type[PendingMessageRow]], PgInsert | SqliteInsert]] = {
-    "sqlite": sqlite_insert, "postgresql": pg_insert}
+# The hot statements (a send, a drain) are built once on the table, without the ORM: executed on the session's
+# connection, they cost no ORM compilation or object per message.
+QUEUE = cast(Table, PendingMessageRow.__table__)
+QUEUE_COLUMNS = (QUEUE.c.seq, QUEUE.c.id, QUEUE.c.conversation_id, QUEUE.c.target_agent_id, QUEUE.c.source_agent_id,
+                 QUEUE.c.source_display_name, QUEUE.c.type, QUEUE.c.content, QUEUE.c.question_id,
+                 QUEUE.c["metadata"].label("meta"), QUEUE.c.created_at)  # rows read as PendingMessageRow's attributes
+_RETURNING_DIALECTS = ("sqlite", "postgresql")  # INSERT/UPDATE .. RETURNING (MariaDB's lists duplicates too)
+_CONSUME = QUEUE.update().values(status=CONSUMED, consumed_by=bindparam("token"), consumed_at=bindparam("at"))
+_DRAIN = _CONSUME.where(QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.status == QUEUED) \
+    .returning(*QUEUE_COLUMNS)
+
+
+@functools.cache
+def _insert_new(dialect: str) -> Insert:
+    """INSERT .. that skips an id already queued (a retried send), in one statement on each database."""
+    if dialect in ("sqlite", "postgresql"):
+        insert = sqlite_insert if dialect == "sqlite" else pg_insert
+        return insert(QUEUE).on_conflict_do_nothing(index_elements=[QUEUE.c.id])
+    upsert = mysql_insert(QUEUE)
+    return upsert.on_duplicate_key_update(id=upsert.inserted.id)
+
+
+def _queue_rows(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's rows for `PendingMessageRow` column values, each id once (the first), in list order."""
+    rows: dict[str, dict[str, Any]] = {}
+    for values in messages:
+        if values["id"] not in rows:
+            row = {**values, "status": QUEUED}
+            row["metadata"] = row.pop("meta")
+            rows[values["id"]] = row
+    return list(rows.values())
+
+
+def queue_in(session: Session, messages: list[dict[str, Any]]) -> None:
+    """Add the messages whose ids are new, in list order (so in `seq` order), with one statement; a send's,
+    which needs no answer of which were new (delivery is the same either way)."""
+    rows = _queue_rows(messages)
+    if rows:
+        session.connection().execute(_insert_new(session.get_bind().dialect.name), rows)
 
 
 def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
@@ -44,54 +75,42 @@ def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[st
     """Add the messages whose ids are new, in list order (so in `seq` order), with one statement where the
     database has an upsert that reports what it added; returns the ids added. `messages` are column values
     of `PendingMessageRow`. Two concurrent sends of one id store it once, whichever commits first."""
-    rows: list[dict[str, Any]] = []
-    for values in messages:
-        if all(values["id"] != r["id"] for r in rows):
-            rows.append({**values, "status": QUEUED})
+    rows = _queue_rows(messages)
     if not rows:
         return []
     dialect = session.get_bind().dialect.name
-    if dialect in _DO_NOTHING:
-        stmt = _DO_NOTHING[dialect](PendingMessageRow).on_conflict_do_nothing(index_elements=[PendingMessageRow.id])
-        added = set(session.scalars(stmt.returning(PendingMessageRow.id), rows))
+    conn = session.connection()
+    if dialect in _RETURNING_DIALECTS:
+        added = set(conn.execute(_insert_new(dialect).returning(QUEUE.c.id), rows).scalars())
     else:  # MySQL/MariaDB: RETURNING would list the duplicates too, so look first; a racing duplicate is a no-op
-        known = set(session.scalars(select(PendingMessageRow.id).where(
-            PendingMessageRow.id.in_([r["id"] for r in rows]))))
+        known = set(conn.execute(select(QUEUE.c.id).where(QUEUE.c.id.in_([r["id"] for r in rows]))).scalars())
         fresh = [r for r in rows if r["id"] not in known]
         if fresh:
-            upsert = mysql_insert(PendingMessageRow)
-            session.execute(upsert.on_duplicate_key_update(id=upsert.inserted.id), fresh)
+            conn.execute(_insert_new(dialect), fresh)
         added = {r["id"] for r in fresh}
     return [r["id"] for r in rows if r["id"] in added]
 
 
 def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row[*tuple[Any, ...]]]:
     """Consume every queued message of the agent, oldest first."""
-    token = f"{consumed_by[:27]}:{uuid.uuid4().hex}"
-    consume = update(PendingMessageRow).values(status=CONSUMED, consumed_by=token, consumed_at=now()) \
-        .execution_options(synchronize_session=False)
+    claim = {"token": f"{consumed_by[:27]}:{uuid.uuid4().hex}", "at": now()}
+    conn = session.connection()
     if _updates_return(session):  # one round trip: UPDATE .. RETURNING
-        rows = session.execute(consume.where(PendingMessageRow.target_agent_id == agent_id,
-                                             PendingMessageRow.status == QUEUED).returning(*QUEUE_COLUMNS)).all()
-        return sorted(rows, key=lambda row: row.seq)
+        return sorted(conn.execute(_DRAIN, {**claim, "agent": agent_id}).all(), key=lambda row: row.seq)
     # MariaDB has no UPDATE .. RETURNING; claiming by primary key keeps InnoDB's gap locks off the senders' inserts.
-    seqs = list(session.scalars(
-        select(PendingMessageRow.seq).where(PendingMessageRow.target_agent_id == agent_id,
-                                            PendingMessageRow.status == QUEUED)
-        .order_by(PendingMessageRow.seq)
-    ))
+    seqs = list(session.scalars(select(QUEUE.c.seq).where(QUEUE.c.target_agent_id == agent_id,
+                                                           QUEUE.c.status == QUEUED).order_by(QUEUE.c.seq)))
     if not seqs:
         return []
-    session.execute(consume.where(PendingMessageRow.seq.in_(seqs), PendingMessageRow.status == QUEUED))
+    conn.execute(_CONSUME.where(QUEUE.c.seq.in_(seqs), QUEUE.c.status == QUEUED), claim)
     # Plain rows with the row's attribute names: a long queue drains faster without building ORM objects.
-    return list(session.execute(
-        select(*QUEUE_COLUMNS).where(PendingMessageRow.consumed_by == token).order_by(PendingMessageRow.seq)
-    ))
+    return list(conn.execute(select(*QUEUE_COLUMNS).where(QUEUE.c.consumed_by == claim["token"])
+                             .order_by(QUEUE.c.seq)))
 
 
 def _updates_return(session: Session) -> bool:
-    """Whether the database answers an UPDATE with the rows it changed (SQLite and PostgreSQL do)."""
-    return session.get_bind().dialect.name in _DO_NOTHING
+    """Whether the database claims and returns in one UPDATE .. RETURNING (MariaDB has none)."""
+    return session.get_bind().dialect.name in _RETURNING_DIALECTS
 
 
 def discard_in(session: Session, agent_id: str, reason: str) -> int:

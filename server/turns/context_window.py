@@ -20,7 +20,6 @@ from modules.context.view import HistoryRow, HistoryView
 from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelError
 from modules.llm.tokens import count_messages, count_tokens, count_tools
-from modules.storage import messages as message_store
 from modules.storage import summaries as summary_store
 from modules.storage.summaries import Summary, SummaryDraft
 from modules.usage.records import COMPACTION, CallContext
@@ -88,8 +87,7 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
                               f"the model's context window of {budget.window} tokens")
     summary = summary_store.latest(rt.db, turn.agent_id)
     current = current_from_seq(turn)
-    rows = current_versions([HistoryRow.from_row(r) for r in
-                             message_store.history_after(rt.db, turn.agent_id, summary.through_seq if summary else -1)])
+    rows = current_versions(turn.history.read(rt.db, summary.through_seq if summary else -1))
     view = HistoryView.of(rows, current)
     summary_tokens = _summary_tokens(summary)
     if harder or fixed + summary_tokens + view.tokens > budget.threshold(fixed):

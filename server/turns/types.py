@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND, AgentProfile
+from modules.context.history_tail import HistoryTail
 from modules.statuses import TaskStatus
 from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
@@ -42,6 +43,10 @@ class Turn:
     drained: list[Message] = field(default_factory=list)  # what the turn's start took from the queue, in order
     started: float = field(default_factory=time.monotonic)
     stop_event: threading.Event = field(default_factory=threading.Event)
+    history: HistoryTail = field(init=False)  # the history its model requests read (only what is new each time)
+
+    def __post_init__(self) -> None:
+        self.history = HistoryTail(self.agent_id)
 
     def stopped(self) -> bool:
         return self.stop_event.is_set()

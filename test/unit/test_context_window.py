@@ -171,3 +171,17 @@ def test_a_summary_cut_short_by_stop_is_never_stored(window):
     _, events, _ = window.build()
     assert len(window.model.requests) == 1 and events == []
     assert summary_store.latest(window.db, window.agent.id) is None
+
+
+def test_a_turns_next_request_reads_only_the_history_written_since_its_last(window, monkeypatch):
+    window.add(*chat(1))
+    window.build()
+    window.add(*chat(2))
+    asked: list[int] = []
+    read = message_store.history_after
+    monkeypatch.setattr(message_store, "history_after", lambda db, agent_id, after: asked.append(after) or
+                        read(db, agent_id, after))
+    messages, _, _ = window.build()
+    assert asked == [1]  # after the two entries the first request read
+    assert [m["content"] for m in messages[1:]] == ["turn 1: " + " ".join(f"w{j}" for j in range(60)), "reply 1",
+                                                    "turn 2: " + " ".join(f"w{j}" for j in range(60)), "reply 2"]

@@ -105,9 +105,10 @@ class Transport:
 @pytest.fixture
 def turn_end(db, monkeypatch):
     """A sub-agent's turn in progress in this process ("me"), and what `finish_turn` needs of the runtime:
-    the real database, event log, agent states and router (its delivery observed), no sleeps between tries."""
+    the real database, event log, agent states and router (its delivery observed), no sleeps between tries
+    (retry's own only: the group commit's leader yields through time.sleep(0) too)."""
     naps = []
-    monkeypatch.setattr(retry.time, "sleep", naps.append)
+    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=naps.append))
     conv, master, sub, manager = conversation_with_sub_agent(db)
     states, router, delivered = AgentStates(db), MessageRouter(db), []
     router.deliver = delivered.append

@@ -47,7 +47,7 @@ def test_sends_of_one_batch_each_hear_their_own_answer(team):
     hold = threading.Event()
     leader = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
     leader.start()
-    wait_until(lambda: writer._leading, what="a batch holding the lead")
+    wait_until(lambda: writer._leading and not writer._queue, what="a batch holding the lead")
 
     sends = [_message(conv, master.id, "first"), _message(conv, sub.id, "to the terminated"),
              _message(conv, "no-such-agent", "to nobody"), _message(conv, master.id, "second")]
@@ -91,3 +91,15 @@ def test_a_send_reads_its_receiver_once_under_the_lock(team):
     finally:
         event.remove(db.engine, "before_cursor_execute", count)
     assert len([s for s in statements if "FROM agents" in s]) == 1, statements
+    queueing = [s for s in statements if "pending_messages" in s]
+    assert len(queueing) == 1 and queueing[0].lstrip().upper().startswith("INSERT"), queueing  # no look first
+
+
+def test_a_retried_send_is_queued_once_by_its_one_insert(team):
+    db, conv, master, _sub, _manager = team
+    AgentStates(db).transition(master.id, agent_state.RUNNING)
+    router = MessageRouter(db)
+    message = _message(conv, master.id, "once")
+    for _ in range(2):
+        assert router.route_message(master.id, message).delivery == INJECTED_INLINE
+    assert [m.content for m in queue.list_queued(db, master.id)] == ["once"]

@@ -102,7 +102,7 @@ def test_releases_of_one_batch_share_a_transaction_and_each_hear_their_own_answe
     hold = threading.Event()
     leader = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
     leader.start()
-    wait_until(lambda: writer._leading, what="a batch holding the lead")
+    wait_until(lambda: writer._leading and not writer._queue, what="a batch holding the lead")
     answers: dict[str, object] = {}
 
     def release(message: PendingMessage) -> None:

@@ -88,10 +88,12 @@ def test_the_users_lock_held_by_one_process_makes_another_wait(tmp_path, kind):
         with user_work_lock(db, other.id):
             pass  # bob's lock is his own
         asked_at = time.monotonic()
-        ctx.Process(target=_release_after, args=(release, 0.5)).start()
+        releaser = ctx.Process(target=_release_after, args=(release, 0.5))
+        releaser.start()
         with user_work_lock(db, conv.id):
             waited = time.monotonic() - asked_at
         holder.join(10)
+        releaser.join(10)  # reaped here: no child is left for another to reap (`make mutate` waits for any)
         assert waited >= 0.4, waited
         db.dispose()
 
