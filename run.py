@@ -14,6 +14,7 @@ import eventlet  # noqa: E402
 eventlet.monkey_patch()
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import ipaddress  # noqa: E402
 import logging  # noqa: E402
 import resource  # noqa: E402
@@ -35,6 +36,19 @@ def is_loopback(host: str) -> bool:
             return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
         except OSError:
             return False
+
+
+GC_GEN0_THRESHOLD = 50_000  # allocations between young collections (Python's default: 700)
+
+
+def tune_gc() -> None:
+    """Once started: move what start-up built (modules, app, settings) out of the collector's sight, and collect
+    the young generation less often. A stream's allocations are nearly all freed by reference counting; with the
+    defaults the collector took about 8 % of the CPU while 200 streams ran (bench/load.py, 1,000 idle + 200
+    streams: 0.36-0.44 s of every 5 s), and none with these."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 RESERVED_FILES = 256  # database pool, Redis, logs, command pipes: what connections must leave free
@@ -101,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     if settings.uses_demo_model:
         log.warning("no OPENAI_API_KEY set: the offline demo model answers")
+    tune_gc()
     pool_size, file_limit = connection_capacity()
     limits = ClientLimits.of(settings)
     log.info("listening on http://%s:%d (database %s); capacity %d concurrent connections (open-file limit %d), "

@@ -103,6 +103,8 @@ def model_timings(llm: ScriptedLLMServer, result: dict) -> list[float]:
     start = result["run"]["sendWallMs"] / 1000
     to_model = [r.received_wall - start for r in llm.agent_requests if r.received_wall >= start]
     to_stage = [r.received_wall - start for r in llm.requests if r.received_wall >= start and is_stage_request(r.body)]
+    print(f"model connections  {llm.connections} opened for {len(llm.requests)} requests (each kept alive for "
+          "the next: one per stream at most)")
     if to_stage:
         print(f"to routing stage   p50 {pct(to_stage, 50):.3f} s  p99 {pct(to_stage, 99):.3f} s  "
               f"({len(to_stage)} stage requests: send -> the routing model call reached the model)")

@@ -66,6 +66,8 @@ from bench.notifications_report import (  # noqa: E402
     print_comparison_and_goals,
     print_table,
 )
+from modules.event_catalogue import AiMessageStartEvent  # noqa: E402
+from modules.statuses import AgentState, CommandStatus, TaskStatus  # noqa: E402
 from test.conftest import ServerProcess  # noqa: E402
 from test.scripted_llm import ScriptedLLMServer, dynamic, match_system, text, tool_calls  # noqa: E402
 
@@ -213,13 +215,14 @@ def run_rep(server: Server, llm: ScriptedLLMServer, n: int, waves: int, tag: str
         agent = next(a for a in server.api(f"/api/conversations/{cid}/agents")["data"]
                      if a["agent_id"] == master["agent_id"])
         if (not status["is_main_running"] and not status["has_running_background_commands"]
-                and status["pending_notices"] == 0 and agent["pending_count"] == 0 and agent["state"] != "running"
-                and all(t["status"] in ("succeeded", "failed", "stopped") for t in tasks)):
+                and status["pending_notices"] == 0 and agent["pending_count"] == 0
+                and agent["state"] != AgentState.RUNNING
+                and all(t["status"] in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED) for t in tasks)):
             break
         if time.monotonic() > deadline:
             raise ScenarioError(f"{server.mode} N={n}: not quiescent in time: {status}\n{server.log_text()}")
         time.sleep(0.1)
-    failed = [t for t in tasks if t["status"] != "succeeded"]
+    failed = [t for t in tasks if t["status"] != TaskStatus.SUCCEEDED]
     if failed:
         raise ScenarioError(f"{server.mode} N={n}: master task(s) did not succeed: {failed}\n{server.log_text()}")
 
@@ -227,7 +230,7 @@ def run_rep(server: Server, llm: ScriptedLLMServer, n: int, waves: int, tag: str
     done = {k: float((workspace / f".bench_{tag}_{k}").read_text().strip()) for k in range(n)}
     commands = server.api(f"/api/background_commands?conversation_id={cid}")["data"]
     finished = {int(m.group(2)): _iso(c["finished_at"]) for c in commands if (m := MARKER.search(c["command"]))}
-    if len(finished) != n or any(c["status"] != "succeeded" for c in commands):
+    if len(finished) != n or any(c["status"] != CommandStatus.SUCCEEDED for c in commands):
         raise ScenarioError(f"{server.mode} N={n}: commands did not all succeed: {commands}")
     created = sorted((_iso(t["created_at"]), t["task_id"]) for t in tasks)
     slack_ms = (min(done.values()) - _iso(tasks[0]["finished_at"])) * 1000
@@ -239,7 +242,7 @@ def run_rep(server: Server, llm: ScriptedLLMServer, n: int, waves: int, tag: str
         last_finished = max(finished[k] for k in ks)
         task_created, task_id = max(c for c in created if c[0] <= req.received_wall)
         events = server.api(f"/api/tasks/{task_id}?from=0")["events"]
-        model_start = next(e["ts"] for e in events if e["type"] == "ai_message_start")
+        model_start = next(e["ts"] for e in events if e["type"] == AiMessageStartEvent.TYPE)
         finishes = sorted(finished[k] for k in ks)
         results.append(WaveResult(
             latency_ms=(req.received_wall - last_done) * 1000,

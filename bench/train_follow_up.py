@@ -46,7 +46,7 @@ from modules.tools.run_command import RUN_COMMAND  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 EPOCHS, RATE, L2, MIN_COUNT, PRUNE, SWITCH_WEIGHT = 6, 0.2, 1e-3, 2, 0.005, 5.0
 MAX_PROMOTED_SWITCHES = 0.005  # of the messages the model takes from the rules' "undecided": it must not guess
-GRID = [i / 100 for i in range(1, 100)] + [0.995, 0.999, 1.0]
+GRID = [i / 100 for i in range(1, 100)] + [i / 1000 for i in range(991, 1000)] + [0.9995, 1.0]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from modules.event_catalogue import TextEndEvent
 from modules.llm import ModelReply, ToolCall, Usage  # noqa: E402
 from modules.storage import conversations  # noqa: E402
 from modules.storage import tasks as task_store  # noqa: E402
@@ -82,7 +83,8 @@ def main() -> int:
             started = time.perf_counter()
             model.stream_chat(messages=MESSAGES, tools=None, model=None, on_text=lambda _t: None,
                               should_stop=lambda: False, on_reasoning=lambda _t: None)
-            writer.insert(TaskEvent.__table__, [dict(task_id=task.id, idx=idx[0], type="text_end", data={}, ts=0.0)])
+            writer.insert(TaskEvent.__table__, [dict(task_id=task.id, idx=idx[0], type=TextEndEvent.TYPE, data={},
+                                                     ts=0.0)])
             idx[0] += 1
             return (time.perf_counter() - started) * 1000, writer.batches - before
 

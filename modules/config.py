@@ -80,6 +80,10 @@ class Settings:
         POSITIVE_INT, shown="by model name")
     llm_timeout_s: float = setting("LLM_TIMEOUT_S", 120.0, "model call timeout per read: a stream that sends "
                                    "nothing for this long fails", POSITIVE)
+    llm_max_connections: int = setting(
+        "LLM_MAX_CONNECTIONS", 1000, "connections to the model endpoint open at once, each kept alive for the next "
+        "request; one per stream, so at least the streams a process runs at once (a stream beyond it waits for "
+        "a free one)", POSITIVE_INT)
     llm_max_retries: int = setting(
         "LLM_MAX_RETRIES", 4, "retries with exponential backoff on 429, 5xx, timeouts; a `Retry-After` (or "
         "`retry-after-ms`) is waited out as asked, up to 60 s, a longer one fails the call at once "

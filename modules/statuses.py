@@ -56,6 +56,13 @@ class QueueStatus(StrEnum):
     CONSUMED = "consumed"  # read into its receiver's history
 
 
+class SendStatus(StrEnum):
+    """What a send answers (`SendAccepted.status`, `GET /api/messages/<id>`'s `status`; docs/API.md)."""
+
+    ROUTING = "routing"  # stored; its route follows as a `route` event
+    ROUTED = "routed"  # routed already (a retried send, or the message's route asked for afterwards)
+
+
 class Route(StrEnum):
     """How a user's message was routed (server/user_routing.py)."""
 
@@ -94,7 +101,7 @@ class Visibility(StrEnum):
 # The sets the UI gets, by the name of their TypeScript type.
 STATUS_SETS: dict[str, type[StrEnum]] = {
     "TaskStatus": TaskStatus, "CommandStatus": CommandStatus, "QueueStatus": QueueStatus, "Delivery": Delivery,
-    "Route": Route,
+    "SendStatus": SendStatus, "Route": Route,
     "AgentState": AgentState, "MessageSource": MessageSource, "Visibility": Visibility,
 }
 # Named subsets the UI gets too (a final task status ends its log polling).

@@ -44,6 +44,7 @@ from server.host_guard import HostGuard, own_names
 from server.runtime import Runtime
 from server.security_headers import SecurityHeaders
 from server.sender import SocketIOTransport
+from server.socket_compression import DeclineWebSocketCompression
 from server.socket_handlers import ChatNamespace
 from server.socket_packets import TolerantPacket
 from server.static_files import register_frontend
@@ -92,6 +93,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,
         max_retries=settings.llm_max_retries, backoff_base_s=settings.llm_backoff_base_s,
+        max_connections=settings.llm_max_connections,
         on_retry=lambda attempt, err, delay: log.warning(
             "model call failed (%s: %s); retry %d in %.2f s", err.code, err, attempt, delay),
     )
@@ -136,6 +138,7 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
         # Flask's documented way to wrap its WSGI app in middleware; its typing declares wsgi_app a method.
         guarded = HostGuard(app.wsgi_app, own_names(settings.host, settings.allowed_hosts))
         app.wsgi_app = guarded  # type: ignore[method-assign]
+    app.wsgi_app = DeclineWebSocketCompression(app.wsgi_app)  # type: ignore[method-assign]
     app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
     return ChatServer(app, socketio, rt, chat)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hmac
 
 from modules.config import Settings
+from modules.domain_errors import Unauthorized
 from modules.storage.db import Database
 from modules.storage.users import get_or_create_user
-from server.errors import ApiError
 
 LOCAL_USER = "local"
 
@@ -19,15 +19,15 @@ class Authenticator:
         self._user_ids: dict[str, int] = {}
 
     def user_id_for(self, token: str | None) -> int:
-        """The user id of a token; raises 401 when auth is on and the token is unknown."""
+        """The user id of a token; `Unauthorized` (401) when auth is on and the token is missing or unknown."""
         if not self._tokens:
             return self._user_id(LOCAL_USER)
         if not token:
-            raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+            raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
         for known, user in self._tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return self._user_id(user)
-        raise ApiError(401, "unauthorized", "unknown token")
+        raise Unauthorized("unknown token")
 
     def knows(self, token: str | None) -> bool:
         """Whether the token is a configured one (no database involved)."""

@@ -17,7 +17,9 @@ from typing import overload
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from modules.domain_errors import Conflict, NotFound
 from modules.multi_agent.message_router import PendingMessage
+from modules.statuses import SendStatus
 from modules.storage import agents as agent_store
 from modules.storage import client_requests
 from modules.storage import conversations as conversation_store
@@ -27,8 +29,7 @@ from server.api.request_models import DEFAULT_TITLE, SendMessageBody
 from server.api.response_models import SendAccepted
 from server.api.validation import wire
 from server.budget_guard import refuse_over_budget
-from server.errors import ApiError, not_found
-from server.routing_inbox import ROUTING, RoutingInbox
+from server.routing_inbox import RoutingInbox
 from server.runtime import Runtime
 from server.user_routing import UserMessageRouting
 
@@ -60,7 +61,7 @@ def _message_id(user_id: int, client_message_id: str | None) -> str | None:
 
 def pending_answer(message_id: str, conversation_id: str) -> SendAccepted:
     """The acknowledgement: stored, not routed yet; the route follows as a `route` event."""
-    return SendAccepted(message_id=message_id, conversation_id=conversation_id, status=ROUTING)
+    return SendAccepted(message_id=message_id, conversation_id=conversation_id, status=SendStatus.ROUTING)
 
 
 class ChatService:
@@ -91,7 +92,7 @@ class ChatService:
             if stored is not None:  # its first try stored it and then lost the database: deliver, never copy
                 return self._answer_stored(stored, on_conversation)
             if previous == client_requests.IN_PROGRESS:
-                raise ApiError(409, "duplicate_in_progress", "a send with this client_message_id is in progress")
+                raise Conflict("duplicate_in_progress", "a send with this client_message_id is in progress")
             if previous is not None:
                 return SendAccepted.model_validate(previous)
         try:
@@ -115,7 +116,7 @@ class ChatService:
             return created
         conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
         if conv is None:
-            raise not_found("conversation")
+            raise NotFound("conversation")
         return conv  # touched with the held message, in its transaction (`RoutingInbox.hold`)
 
     def _deliver(self, user_id: int, req: SendMessageBody,
@@ -149,7 +150,7 @@ class ChatService:
             return pending_answer(message.id, message.conversation_id)
         target = agent_store.get_agent(self._rt.db, message.target_agent_id)
         routed = self._rt.router.deliver(message)
-        return SendAccepted(status="routed", task_id=routed.task_id, conversation_id=message.conversation_id,
+        return SendAccepted(status=SendStatus.ROUTED, task_id=routed.task_id, conversation_id=message.conversation_id,
                             agent_id=message.target_agent_id, message_id=message.id, route=message.meta.route,
                             delivery=routed.delivery, target_agent=target.display_name if target else None)
 

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from modules.domain_errors import Conflict, DomainError
+from modules.domain_errors import Conflict, DomainError, NotFound, OverBudget, RateLimited, Unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +32,17 @@ class ApiError(Exception):
 
 # The status of each kind of domain refusal, for both edges: REST's error handler below and the socket's
 # acknowledgements (server/socket_handlers.py) turn a DomainError into an ApiError here and nowhere else.
-_DOMAIN_STATUS: tuple[tuple[type[DomainError], int], ...] = ((Conflict, 409),)
+_DOMAIN_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (Unauthorized, 401), (NotFound, 404), (Conflict, 409), (RateLimited, 429), (OverBudget, 429))
 
 
 def api_error(err: DomainError) -> ApiError:
-    """The edge's answer to a domain refusal: its status by kind (400 for a kind the table does not name)."""
+    """The edge's answer to a domain refusal: its status by kind (400 for a kind the table does not name), its
+    body's other fields; a rate limit's wait is also the `Retry-After` header."""
     status = next((status for kind, status in _DOMAIN_STATUS if isinstance(err, kind)), 400)
-    return ApiError(status, err.code, err.message)
+    if isinstance(err, RateLimited):
+        return ApiError(status, err.code, err.message, retry_after_s=err.retry_after_s)
+    return ApiError(status, err.code, err.message, details=err.details())
 
 
 def not_found(what: str = "resource") -> ApiError:

@@ -4,8 +4,8 @@ answered 429 `rate_limited` with `Retry-After` (REST) or an error acknowledgemen
 from __future__ import annotations
 
 from modules.config import Settings
+from modules.domain_errors import RateLimited
 from modules.rate_limit import RateLimiter
-from server.errors import ApiError
 
 SENDS, CONVERSATIONS, SOCKET_EVENTS = "sends", "conversations", "socket_events"
 _SETTING = {SENDS: "RATE_LIMIT_SENDS_PER_MIN", CONVERSATIONS: "RATE_LIMIT_CONVERSATIONS_PER_MIN",
@@ -18,10 +18,9 @@ def _limit(settings: Settings, kind: str) -> int:
 
 
 def check(limiter: RateLimiter, settings: Settings, kind: str, user_id: int) -> None:
-    """Count one request of `kind` by the user; ApiError 429 `rate_limited` past its limit."""
+    """Count one request of `kind` by the user; `RateLimited` (429 `rate_limited`) past its limit."""
     limit = _limit(settings, kind)
     refusal = limiter.hit(kind, str(user_id), limit)
     if refusal is not None:
-        raise ApiError(429, "rate_limited", f"more than {limit} {kind.replace('_', ' ')} a minute "
-                                            f"({_SETTING[kind]}); retry in {refusal.retry_after_s} s",
-                       retry_after_s=refusal.retry_after_s)
+        raise RateLimited(f"more than {limit} {kind.replace('_', ' ')} a minute ({_SETTING[kind]}); "
+                          f"retry in {refusal.retry_after_s} s", refusal.retry_after_s)

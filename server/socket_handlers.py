@@ -15,7 +15,7 @@ from flask import request
 from flask_socketio import Namespace, join_room
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from modules.domain_errors import DomainError
+from modules.domain_errors import DomainError, Unauthorized
 from modules.storage import agents as agent_store
 from server import rate_limits, work_control
 from server.api.context import owned_conversation
@@ -88,7 +88,7 @@ class ChatNamespace(Namespace):  # type: ignore[misc]  # Flask-SocketIO ships no
         token = token or bearer_token(request.headers.get("Authorization"))
         try:
             self.users[_sid()] = self._auth.user_id_for(token)
-        except ApiError as err:
+        except Unauthorized as err:
             raise ConnectionRefusedError(err.message) from None
         rt.metrics.sockets.set(len(self.users))
         if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from modules.domain_errors import Conflict
 from modules.storage.models import Agent, BackgroundCommand, Task
 from server.api.context import owned_command, owned_sub_agent, owned_task, runtime
-from server.errors import ApiError
 
 
 def stop_task(task_id: Any, user_id: int) -> Task:
     """Stop the caller's task wherever it runs; 404 when it is not theirs, 409 `task_not_running` when it ended."""
     task = owned_task(task_id, user_id)
     if not runtime().tasks.stop(task.id):
-        raise ApiError(409, "task_not_running", f"task {task.id} is already {task.status}")
+        raise Conflict("task_not_running", f"task {task.id} is already {task.status}")
     return task
 
 
@@ -24,7 +24,7 @@ def terminate_sub_agent(agent_id: Any, user_id: int) -> Agent:
     rt = runtime()
     agent = owned_sub_agent(agent_id, user_id)
     if not rt.sub_agents.mark_terminated(agent.id):
-        raise ApiError(409, "already_terminated", f"{agent.display_name} is already terminated")
+        raise Conflict("already_terminated", f"{agent.display_name} is already terminated")
     rt.tasks.terminate_agent(agent.id)
     return agent
 
@@ -35,5 +35,5 @@ def cancel_command(command_id: Any, user_id: int) -> BackgroundCommand:
     cmd = owned_command(command_id, user_id)
     if not commands.cancel(cmd.id):
         cmd = commands.get(cmd.id) or cmd
-        raise ApiError(409, "command_not_running", f"command {cmd.id} is already {cmd.status}")
+        raise Conflict("command_not_running", f"command {cmd.id} is already {cmd.status}")
     return cmd

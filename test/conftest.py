@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import signal
 import socket
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 import requests
 
-from modules.statuses import FINAL_TASK_STATUSES
+from modules.statuses import FINAL_TASK_STATUSES, SendStatus
+from modules.tools import sandbox_warm
 from test.scripted_llm import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +41,16 @@ NO_SWEEP_LAUNCHER = ["-c", "import sys, run\nimport server.cluster\nserver.clust
 # to `make run`.
 # (Started at an offset by pid, so two suites run side by side seldom share one at a time.)
 _REDIS_DBS = itertools.cycle([(os.getpid() + i) % 15 + 1 for i in range(15)])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_outlives_the_session() -> Iterator[None]:
+    """No child process outlives the session: every sandbox started ahead (modules/tools/sandbox_warm.py) is
+    discarded when it ends, not at exit, and ended workers are reaped. `make mutate` runs the tests in its own
+    process first, then waits for any child of it (`os.wait`) and fails on one that is not its worker."""
+    yield
+    sandbox_warm.close_all()
+    multiprocessing.active_children()  # reaps the tests' ended worker processes
 
 
 @pytest.fixture
@@ -162,10 +174,10 @@ class ServerProcess:
 
     def routed(self, answer: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
         """A send's acknowledgement completed with its route, once routed (API.md: the route follows)."""
-        if answer.get("status") != "routing":
+        if answer.get("status") != SendStatus.ROUTING:
             return answer
         path = f"/api/messages/{answer['message_id']}"
-        found = wait_until(lambda: (m := self.get(path).json()).get("status") == "routed" and m, timeout,
+        found = wait_until(lambda: (m := self.get(path).json()).get("status") == SendStatus.ROUTED and m, timeout,
                            what=f"the route of message {answer['message_id']}")
         return {**answer, **{k: v for k, v in found.items() if k != "success"}}
 

@@ -81,6 +81,7 @@ class ScriptedLLMServer:
         self._default: Step = text("done.")
         self._requests: list[RecordedRequest] = []
         self._call_ids = itertools.count(1)
+        self._connections = 0  # TCP connections accepted since the last reset
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -140,10 +141,21 @@ class ScriptedLLMServer:
             self._requests.clear()
             self._default = text("done.")
             self._call_ids = itertools.count(1)
+            self._connections = 0
 
     def pending_steps(self) -> int:
         with self._lock:
             return len(self._queue)
+
+    @property
+    def connections(self) -> int:
+        """TCP connections clients opened since the last reset: requests on kept-alive ones do not count."""
+        with self._lock:
+            return self._connections
+
+    def _connected(self) -> None:
+        with self._lock:
+            self._connections += 1
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -212,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked streaming, like the real API
 
     def handle(self) -> None:
+        self.scripted._connected()  # one call per connection: it serves every request the connection carries
         with contextlib.suppress(ConnectionError):  # the client went away (stop button, timeout)
             super().handle()
 
@@ -321,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(line.encode())
         if step.done:
             self._write_chunk(b"data: [DONE]\n\n")
+        self.scripted._stopping.wait(step.end_after_s)
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:

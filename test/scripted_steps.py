@@ -70,6 +70,7 @@ class RawChunksStep:
 
     chunks: tuple[dict | str, ...]
     done: bool = True  # end with `data: [DONE]`
+    end_after_s: float = 0  # how long the body's end (its last, empty chunk) waits after the chunks
 
 
 @dataclass(frozen=True)

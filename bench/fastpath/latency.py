@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from bench.fastpath.model import StreamingModel, request_kind
 from bench.fastpath.replay import BenchError
+from modules.event_catalogue import TextChunkEvent, TextEndEvent
+from modules.statuses import TaskStatus
 from test.conftest import FINAL_STATUSES, ServerProcess
 from test.scripted_llm import ScriptedLLMServer
 
@@ -60,9 +62,9 @@ def measure(server: ServerProcess, llm: ScriptedLLMServer, model: StreamingModel
         raise BenchError(f"{mode} {message!r}: {res.status_code} {res.text}")
     sent = server.routed(res.json())
     task = poll_task(server, sent["task_id"])
-    chunks = [e["ts"] for e in task["events"] if e["type"] == "text_chunk"]
-    ends = [e["ts"] for e in task["events"] if e["type"] == "text_end"]
-    if task["status"] != "succeeded" or not chunks or not ends:
+    chunks = [e["ts"] for e in task["events"] if e["type"] == TextChunkEvent.TYPE]
+    ends = [e["ts"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
+    if task["status"] != TaskStatus.SUCCEEDED or not chunks or not ends:
         raise BenchError(f"{mode} {message!r}: task {task['status']} without a reply")
     kinds = [request_kind(r.body) for r in llm.requests[before:] if request_kind(r.body) != "suggest"
              and r.received_wall <= ends[-1]]

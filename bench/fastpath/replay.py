@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bench.fastpath.dialogue_set import Outcome
 from bench.fastpath.model import STAGES, StreamingModel, request_kind
+from modules.statuses import TaskStatus
 from test.conftest import ServerProcess
 from test.scripted_llm import ScriptedLLMServer
 
@@ -48,7 +49,7 @@ def replay(server: ServerProcess, llm: ScriptedLLMServer, model: StreamingModel,
         sent = server.send(o.text, None if o.turn.index == 0 else cid)
         cid = sent["conversation_id"]
         task = server.wait_task(sent["task_id"], timeout=30)
-        if task["status"] != "succeeded":
+        if task["status"] != TaskStatus.SUCCEEDED:
             raise BenchError(f"replay {o.turn.dialogue} turn {o.turn.index + 1}: task {task['status']}")
         result.turns += 1
         fast = sent["route"] == FAST

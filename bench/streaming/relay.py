@@ -44,6 +44,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `python bench/streaming/relay.py` puts bench/streaming/ first, not the project
     sys.path.insert(0, str(ROOT))
 
+from modules.event_catalogue import (  # noqa: E402
+    AiMessageStartEvent,
+    ErrorEvent,
+    TaskCompleteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+)
+from modules.statuses import SendStatus  # noqa: E402
 from run import connection_capacity  # noqa: E402
 
 MAX_STREAMS = 2000  # connections the shared client keeps: more than any bench run streams at once
@@ -98,7 +106,7 @@ class Relay:
             task_id = uuid.uuid4().hex
             self.logs[task_id] = []
             socketio.start_background_task(self.stream, socketio, cid, task_id, message)
-            return {"success": True, "conversation_id": cid, "status": "routing", "task_id": task_id}
+            return {"success": True, "conversation_id": cid, "status": SendStatus.ROUTING, "task_id": task_id}
 
         return app, socketio
 
@@ -110,7 +118,7 @@ class Relay:
             log.append({"idx": len(log), "type": kind, "data": data, "ts": time.time()})
             socketio.emit(kind, {**data, "idx": len(log) - 1}, to=cid)
 
-        emit("ai_message_start")
+        emit(AiMessageStartEvent.TYPE)
         text: list[str] = []
         try:
             with self.client.chat.completions.with_streaming_response.create(
@@ -123,12 +131,12 @@ class Relay:
                     content = (choices[0].get("delta") or {}).get("content")
                     if content:
                         text.append(content)
-                        emit("text_chunk", content=content)
+                        emit(TextChunkEvent.TYPE, content=content)
         except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
-            emit("error", code="model_error", message=str(exc))
+            emit(ErrorEvent.TYPE, code="model_error", message=str(exc))
             return
-        emit("text_end", content="".join(text))
-        emit("task_complete", has_running_sub_agents=False, has_running_background_commands=False)
+        emit(TextEndEvent.TYPE, content="".join(text))
+        emit(TaskCompleteEvent.TYPE, has_running_sub_agents=False, has_running_background_commands=False)
 
 
 def main(argv: list[str] | None = None) -> int:

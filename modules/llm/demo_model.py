@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modules.notice_fence import unfenced
+from modules.statuses import CommandStatus
 
 from .types import ModelReply, ToolCall, ignore_text, never_stop
 
@@ -243,7 +244,7 @@ def _summarise_tool_result(history: list[dict[str, Any]], result: dict[str, Any]
         label = f"`{name}`" if name else "The tool"
         return f"{label} returned:\n\n{_fenced(_clip(raw) or '(nothing)')}\n"
     command = arguments.get("command") or payload.get("command") or ""
-    if payload.get("command_id") and payload.get("status") == "running":
+    if payload.get("command_id") and payload.get("status") == CommandStatus.RUNNING:
         return f"`{command}` runs in the background (command {payload['command_id'][:8]}); its notice follows.\n"
     title = f"Ran `{command}`" if command else "The command ran"
     if "exit_code" in payload:

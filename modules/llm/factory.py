@@ -20,6 +20,7 @@ def build_chat_model(
     max_retries: int = 4,
     backoff_base_s: float = 0.5,
     backoff_max_s: float = 8.0,
+    max_connections: int = 1000,
 ) -> ChatModel:
     """OpenAIChatModel when `api_key` is non-empty, else DemoChatModel (so a fresh checkout runs)."""
     if api_key:
@@ -31,6 +32,7 @@ def build_chat_model(
             max_retries=max_retries,
             backoff_base_s=backoff_base_s,
             backoff_max_s=backoff_max_s,
+            max_connections=max_connections,
             on_retry=on_retry,
         )
     return DemoChatModel(chunk_delay_s=demo_chunk_delay_s)

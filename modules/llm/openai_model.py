@@ -13,7 +13,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx2
@@ -24,6 +24,7 @@ from .reply_builder import ReplyBuilder
 from .types import ModelError, ModelReply, ignore_text, never_stop
 
 FALLBACK_MODEL = "gpt-4o-mini"
+_EVENTS_AFTER_DONE = 16  # what a stream may still send after `[DONE]` before its connection is given up
 _STOP_POLL_S = 0.1  # how often a retry backoff looks at should_stop
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,29 @@ class _AttemptFailed(Exception):
         super().__init__(error.message)
         self.error = error
         self.retry_after = retry_after
+
+
+class _ReadToEnd(openai.Stream[object]):
+    """The SDK's stream, read past `[DONE]` to the end of the response so its connection is kept alive.
+
+    The SDK stops at `[DONE]` and closes the response before the body's last (empty) chunk has come, which
+    drops the connection: about 400 of 500 streams opened a new one. The reply is whole at `[DONE]`, so
+    `at_done` hands it over first: the read to the end waits for one more packet, which on a busy event loop
+    took seconds. Real endpoints end the body right after `[DONE]`; one that goes on is given up after a few
+    events (or its read timeout). A stop still closes the stream mid-body, which drops the connection as it
+    should."""
+
+    at_done: Callable[[], None] = staticmethod(lambda: None)
+
+    def _iter_events(self) -> Iterator[Any]:
+        events = super()._iter_events()
+        for event in events:
+            if event.data.startswith("[DONE]"):
+                self.at_done()
+                with contextlib.suppress(openai.OpenAIError):  # the reply is whole: a failure here changes nothing
+                    for _ in zip(range(_EVENTS_AFTER_DONE), events, strict=False):
+                        pass
+            yield event
 
 
 class OpenAIChatModel:
@@ -126,9 +150,13 @@ class OpenAIChatModel:
         done = threading.Event()
         opened: list[Any] = []
 
+        def publish(answer: ModelReply) -> None:
+            outcome.setdefault("reply", answer)  # the first wins: at `[DONE]`, before the read to the end
+            done.set()
+
         def work() -> None:
             try:
-                outcome["reply"] = self._attempt_blocking(request, reply, should_stop, opened)
+                publish(self._attempt_blocking(request, reply, should_stop, opened, publish))
             except BaseException as exc:  # handed to the caller below
                 outcome["error"] = exc
             finally:
@@ -142,22 +170,29 @@ class OpenAIChatModel:
                     with contextlib.suppress(Exception):
                         stream.close()
                 return reply.stopped()
-        if "error" in outcome:
+        if "reply" not in outcome:
             raise outcome["error"]
         answer: ModelReply = outcome["reply"]
         return answer
 
     def _attempt_blocking(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool],
-                          opened: list[Any]) -> ModelReply:
+                          opened: list[Any], publish: Callable[[ModelReply], None]) -> ModelReply:
         try:
             # The client's own POST, not `chat.completions.create`: that one walks every message through the
             # SDK's typed-params transform (about 50 ms for 300 messages, on the server's event loop) to
             # produce the JSON our plain-dict messages already are; `object` chunks stay the endpoint's JSON.
             stream = self._client.post("/chat/completions", body=request, cast_to=object, stream=True,
-                                       stream_cls=openai.Stream[object])
+                                       stream_cls=_ReadToEnd)
         except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
         opened.append(stream)
+        whole: list[ModelReply] = []
+
+        def at_done() -> None:
+            whole.append(reply.reply())
+            publish(whole[0])
+
+        stream.at_done = at_done
         with stream:  # closing it drops the connection, which is how the endpoint learns we stopped
             if "json" in stream.response.headers.get("content-type", ""):
                 return self._whole_body(stream, reply)
@@ -169,7 +204,7 @@ class OpenAIChatModel:
                 except (openai.OpenAIError, ValueError) as exc:
                     raise self._failure(exc) from exc
                 if chunk is None:
-                    return reply.reply()
+                    return whole[0] if whole else reply.reply()
                 if isinstance(chunk, dict):
                     reply.add(chunk)  # on_text runs here, outside the error mapping
             return reply.stopped()

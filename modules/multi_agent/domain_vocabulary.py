@@ -11,7 +11,8 @@ ties a message to the agent only from its name, keywords or description), *forei
 agent when another profile weighs it clearly more (always when the agent lacks it), and
 shared when the weights are within `TIE_MARGIN` (an attribute such as an address or a phone,
 which neither ties a message to the active agent nor leads away from it); a term every
-profile has names nobody. Words
+sub-agent's profile has names nobody. The master's profile is read for no term: it answers what the
+others do not cover ("anything", "the traveller"), which names no domain. Words
 of the routing signals (docs/API.md, `ROUTING_SIGNALS`: continuations, fillers,
 references, new-request phrases) are the language around a domain, not a domain, and
 are never terms; nor are n-grams that hold a one-character filler ("的", "了").
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from modules.agents.profiles import AgentProfile
+from modules.agents.profiles import MASTER_KIND, AgentProfile
 from modules.multi_agent.continuation import normalise
 from modules.multi_agent.fast_path import RoutingSignals
 
@@ -129,15 +130,16 @@ class TeamVocabulary:
                 if score > weights.setdefault(term, {}).get(role, 0.0):
                     weights[term][role] = score
 
-        for name, p in profiles.items():
+        domains = {n: p for n, p in profiles.items() if p.kind != MASTER_KIND}  # the master's is the rest
+        for name, p in domains.items():
             add(name, _field_terms(_name_text(name)), NAME_WEIGHT)
             add(name, _field_terms(p.description), DESCRIPTION_WEIGHT)
             add(name, _field_terms(p.system_prompt), PROMPT_WEIGHT)
             if use_keywords:
                 for k in p.keywords:
                     add(name, {_keyword_term(k): 1.0}, KEYWORD_WEIGHT, explicit=True)
-        for term in [t for t, by in weights.items() if len(by) == len(profiles)]:
-            del weights[term]  # every profile has it: it names nobody
+        for term in [t for t, by in weights.items() if len(domains) > 1 and len(by) == len(domains)]:
+            del weights[term]  # every sub-agent's profile has it: it names nobody
         return cls(weights)
 
     def view(self, role: str) -> DomainView:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from modules.multi_agent.continuation import contains, length, normalise
-from modules.multi_agent.domain_vocabulary import DomainView, content_terms
+from modules.multi_agent.domain_vocabulary import DomainView, Span, content_terms
 from modules.multi_agent.fast_path import RoutingSignals
 
 MAX_FOLLOW_UP_CHARS = 48  # lengths as `continuation.length`: a Latin word counts two
@@ -94,7 +94,7 @@ class Verdict:
         return self.decision == CONTINUES
 
 
-def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals) -> str | None:
+def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals, reply: str | None) -> str | None:
     """The first term of another agent that is not an attribute of the current subject.
 
     A property that several other agents' descriptions mention (not their names or keywords), after a definite
@@ -102,28 +102,47 @@ def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals) -> str
 
     "这家餐馆周边有什么景点" asks the restaurant agent about its restaurant: a term right after an
     attribute prefix, within one clause, with no new request in between and no number constraining it
-    afterwards ("周边的景点里哪个评分是 5 分" asks for sights), is an attribute."""
+    afterwards ("周边的景点里哪个评分是 5 分" asks for sights), is an attribute. A term that names another
+    agent's domain is one only when the prefix's subject is the active agent's (`_subject_is_own`): "颐和园周边的
+    餐馆" to the metro agent, of a place its reply never named, asks for restaurants."""
     own, foreign = domain.spans(text)
     for span in sorted(foreign, key=lambda s: s.start):
         if any(o.start <= span.start and span.end <= o.end for o in own):
             continue  # part of a longer term of the active agent ("店" in "酒店")
         if not domain.is_named(span.term) and _DEFINITE.search(text[:span.start]):
             continue  # "the phone number", "their address": a property of what was just named
-        if not _is_attribute(text, span.start, span.end, signals):
+        prefix = _attribute_prefix(text, span.start, span.end, signals)
+        if prefix is None or (domain.is_named(span.term)
+                              and not _subject_is_own(text[:prefix], own, domain, signals, reply)):
             return span.term
     return None
 
 
-def _is_attribute(text: str, start: int, end: int, signals: RoutingSignals) -> bool:
+def _attribute_prefix(text: str, start: int, end: int, signals: RoutingSignals) -> int | None:
+    """Where the attribute prefix that governs the term at `start:end` begins, or None when none does."""
     before = text[:start]
-    ends = [before.rfind(p) + len(p) for p in signals.attribute_prefix if p in before]
-    if not ends:
-        return False
-    gap = before[max(ends):]
+    found = [(before.rfind(p), p) for p in signals.attribute_prefix if p in before]
+    if not found:
+        return None
+    at, prefix = max(found, key=lambda f: f[0] + len(f[1]))
+    gap = before[at + len(prefix):]
     if _OTHER.search(gap):  # "周边还有其他餐馆" : the subject is a restaurant too
-        return False
-    return (len(gap) <= ATTRIBUTE_SPAN and not _CLAUSE_BREAK.search(gap)
-            and not any(contains(gap, n) for n in signals.new_request) and not _DIGIT.search(text[end:]))
+        return None
+    attribute = (len(gap) <= ATTRIBUTE_SPAN and not _CLAUSE_BREAK.search(gap)
+                 and not any(contains(gap, n) for n in signals.new_request) and not _DIGIT.search(text[end:]))
+    return at if attribute else None
+
+
+def _subject_is_own(before: str, own: list[Span], domain: DomainView, signals: RoutingSignals,
+                    reply: str | None) -> bool:
+    """Whether the clause before an attribute prefix is about what the active agent handles: nothing ("周边有什么"),
+    a reference ("它家"), a term of its own domain ("这家餐馆") or a name its last reply gave ("故宫")."""
+    clause_start = max((m.end() for m in _CLAUSE_BREAK.finditer(before)), default=0)
+    subject = before[clause_start:]
+    terms = content_terms(subject, signals)
+    return (not terms or any(contains(subject, r) for r in signals.reference)
+            or any(clause_start <= o.start and o.end <= len(before) for o in own)
+            or bool(reply and terms & content_terms(normalise(reply), signals)))
 
 
 def _shares_a_name(text: str, reply: str) -> bool:
@@ -147,7 +166,7 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
         return Verdict(CONTINUES if message.strip() else UNDECIDED, "emoji only" if message.strip() else "empty")
     if any(contains(text, p) for p in signals.topic_switch):
         return Verdict(UNDECIDED, "topic-switch phrase")
-    foreign = _foreign_term(text, domain, signals)
+    foreign = _foreign_term(text, domain, signals, reply)
     if foreign is not None:
         return Verdict(UNDECIDED, f"another agent's term {foreign!r}")
     opener = _FIRST_CLAUSE.match(text)

@@ -8,14 +8,25 @@ user-role messages' meta, less `source`, `visibility` and `starts_work`, is the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from modules.statuses import Delivery, MessageSource, Route, Visibility
 
 
-class RoutedTo(BaseModel):
+class SetKeys(BaseModel):
+    """A record whose JSON holds its set keys only: a field that is None is left out, on every edge (the
+    stored meta, a REST message's `metadata`), and the UI's type has it optional (`sends_defaults`)."""
+
+    sends_defaults: ClassVar[bool] = False
+
+    @model_serializer(mode="wrap")
+    def _set_keys_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class RoutedTo(SetKeys):
     """Where a user's held message went once routed (`GET /api/messages/<id>`)."""
 
     model_config = ConfigDict(frozen=True)
@@ -27,7 +38,7 @@ class RoutedTo(BaseModel):
     target_agent: str | None = None
 
 
-class MessageMeta(BaseModel):
+class MessageMeta(SetKeys):
     """All optional: each kind of message sets its own (None: not set, and left out of the JSON)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -75,7 +86,7 @@ class MessageMeta(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         """The JSON object to store: set keys only."""
-        return self.model_dump(mode="json", exclude_none=True)
+        return self.model_dump(mode="json")
 
     def merged(self, **changes: Any) -> MessageMeta:
         """A copy with these keys set (checked like the constructor's)."""

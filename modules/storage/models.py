@@ -26,6 +26,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from modules.storage.message_meta import MessageMeta
+from modules.storage.task_meta import TaskMeta
 
 # MySQL's TEXT stops at 64 KiB; a long tool output or reply must not be cut.
 LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
@@ -127,13 +128,18 @@ class Task(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)
     trigger_message_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # a TaskMeta
     owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
     stop_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[float] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
 
+
+    @property
+    def typed_meta(self) -> TaskMeta:
+        """`meta`, parsed (modules/storage/task_meta.py)."""
+        return TaskMeta.load(self.meta)
 
 class TaskEvent(Base):
     """The durable, per-task numbered event log that REST clients poll with `?from=`."""

@@ -97,17 +97,22 @@ def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row[*tup
     """Consume every queued message of the agent, oldest first."""
     claim = {"token": f"{consumed_by[:27]}:{uuid.uuid4().hex}", "at": now()}
     conn = session.connection()
-    if session.get_bind().dialect.name in _RETURNING_DIALECTS:  # one round trip: UPDATE .. RETURNING
+    if _updates_return(session):  # one round trip: UPDATE .. RETURNING
         return sorted(conn.execute(_DRAIN, {**claim, "agent": agent_id}).all(), key=lambda row: row.seq)
     # MariaDB has no UPDATE .. RETURNING; claiming by primary key keeps InnoDB's gap locks off the senders' inserts.
-    seqs = list(conn.execute(select(QUEUE.c.seq).where(QUEUE.c.target_agent_id == agent_id, QUEUE.c.status == QUEUED)
-                             .order_by(QUEUE.c.seq)).scalars())
+    seqs = list(session.scalars(select(QUEUE.c.seq).where(QUEUE.c.target_agent_id == agent_id,
+                                                           QUEUE.c.status == QUEUED).order_by(QUEUE.c.seq)))
     if not seqs:
         return []
     conn.execute(_CONSUME.where(QUEUE.c.seq.in_(seqs), QUEUE.c.status == QUEUED), claim)
     # Plain rows with the row's attribute names: a long queue drains faster without building ORM objects.
     return list(conn.execute(select(*QUEUE_COLUMNS).where(QUEUE.c.consumed_by == claim["token"])
                              .order_by(QUEUE.c.seq)))
+
+
+def _updates_return(session: Session) -> bool:
+    """Whether the database claims and returns in one UPDATE .. RETURNING (MariaDB has none)."""
+    return session.get_bind().dialect.name in _RETURNING_DIALECTS
 
 
 def discard_in(session: Session, agent_id: str, reason: str) -> int:

@@ -13,6 +13,7 @@ from modules.storage.db import Database
 from modules.storage.models import Task, TaskEvent
 from modules.storage.records import new_id, now
 from modules.storage.results import rowcount
+from modules.storage.task_meta import TaskMeta
 
 # A task's states, by their names here (defined once in modules/statuses.py).
 PENDING, RUNNING = TaskStatus.PENDING, TaskStatus.RUNNING
@@ -23,12 +24,12 @@ FINAL_STATUSES = FINAL_TASK_STATUSES
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
                    trigger_message_id: str | None = None, owner: str | None = None,
-                   task_id: str | None = None, meta: dict[str, Any] | None = None) -> Task:
+                   task_id: str | None = None, meta: TaskMeta | None = None) -> Task:
     """A pending task, written inside the caller's transaction (with its trigger message)."""
     task = Task(
         id=task_id or new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
         status=PENDING, trigger_message_id=trigger_message_id, owner=owner, stop_requested=False,
-        created_at=now(), meta=meta,
+        created_at=now(), meta=meta.dump() if meta is not None else None,
     )
     session.add(task)
     session.flush()

@@ -54,11 +54,17 @@ PROBE_TIMEOUT_S = 10.0
 @dataclass(frozen=True)
 class CommandLimits:
     """Per-command limits that hold whatever the model asks (set inside the sandbox, after its user
-    namespace exists, so the process count is this sandbox's own)."""
+    namespace exists, so the process count is this sandbox's own): built from the settings (`of`), whose
+    declarations hold their defaults."""
 
-    memory_mb: int = 2048
-    max_processes: int = 256
-    file_mb: int = 1024
+    memory_mb: int
+    max_processes: int
+    file_mb: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> CommandLimits:
+        return cls(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
+                   file_mb=settings.command_file_mb)
 
     def prlimit(self, room_bytes: int | None = None) -> list[str]:
         """`room_bytes`: what the workspace's quota has left, where a poll holds it; no file the command writes
@@ -99,7 +105,7 @@ class Sandbox:
                  disk: DiskGuard | None = None):
         self.mode = mode
         self.network = network
-        self.limits = limits or CommandLimits()
+        self.limits = limits or CommandLimits.of(Settings())  # the settings' defaults
         self.auth_required = auth_required
         self.disk = disk  # the workspace quota and the data disk's reserve; None: neither
         self._state_dir = state_dir
@@ -348,8 +354,6 @@ def _bwrap_supports(bwrap: str | None, option: str) -> bool:
 
 def build_sandbox(settings: Settings) -> Sandbox:
     """The server's sandbox, probed once at start."""
-    limits = CommandLimits(memory_mb=settings.command_memory_mb, max_processes=settings.command_max_processes,
-                           file_mb=settings.command_file_mb)
-    return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=limits,
+    return Sandbox(mode=settings.sandbox, network=settings.sandbox_network, limits=CommandLimits.of(settings),
                    auth_required=settings.auth_required, state_dir=settings.data_dir / "sandbox",
                    disk=build_disk_guard(settings)).probe()

@@ -76,14 +76,19 @@ class WarmStarts:
     def __init__(self, start: Callable[[], Warm]):
         self._start = start
         self._ready: Warm | None = None
+        self._refills: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
-        atexit.register(self.close)
+        with _OPEN_LOCK:
+            _OPEN.add(self)
 
     def take(self) -> Warm | None:
+        refill = threading.Thread(target=self._refill, name="sandbox-warm", daemon=True)
         with self._lock:
             warm, self._ready = self._ready, None
-        threading.Thread(target=self._refill, name="sandbox-warm", daemon=True).start()
+            if not self._closed:
+                self._refills = [t for t in self._refills if t.is_alive()] + [refill]
+                refill.start()
         if warm is not None and warm.proc.poll() is not None:  # died meanwhile (an older server's clean-up)
             warm.discard()
             return None
@@ -102,8 +107,32 @@ class WarmStarts:
             warm.discard()
 
     def close(self) -> None:
+        """Discard the ready sandbox and wait for a start in flight (which then discards its own): no process
+        of ours is left running, or left for someone else to reap."""
         with self._lock:
             self._closed = True
             warm, self._ready = self._ready, None
+            refills, self._refills = self._refills, []
         if warm is not None:
             warm.discard()
+        for refill in refills:
+            refill.join(timeout=10)
+        with _OPEN_LOCK:
+            _OPEN.discard(self)
+
+
+# Every WarmStarts not closed yet, held (not weakly) so that none is collected with a sandbox still running.
+_OPEN: set[WarmStarts] = set()
+_OPEN_LOCK = threading.Lock()
+
+
+def close_all() -> None:
+    """Close every WarmStarts: at exit, and at the end of a test session (test/conftest.py), whose process may
+    live on: mutmut's runner waits for any child of it (`os.wait`) and must find only its own."""
+    with _OPEN_LOCK:
+        opened = list(_OPEN)
+    for starts in opened:
+        starts.close()
+
+
+atexit.register(close_all)

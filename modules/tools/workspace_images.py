@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from modules.tools import loop_device, mount_namespace
+from modules.tools import loop_device, mount_namespace, stale_holders
 from modules.tools.tree_size import tree_bytes
 
 log = logging.getLogger(__name__)
@@ -60,9 +60,12 @@ class WorkspaceImages:
         self._mounted: dict[Path, float] = {}  # workspace: when it was last used (monotonic)
         self._polled: set[Path] = set()  # an older server's workspaces too full to move into an image
         self._lock = threading.Lock()
+        self._record: int | None = None  # this server's record while it lives (modules/tools/stale_holders.py)
+        self.stale_removed = stale_holders.Removed(0, 0)  # what a server that is gone had left, removed at start
 
     def probe(self) -> str | None:
-        """Why images cannot be made and mounted here, or None (one small image is tried)."""
+        """Why images cannot be made and mounted here, or None (one small image is tried). At a server's start:
+        what servers that are gone left holding the images is removed first, and this one is recorded."""
         if shutil.which(MKFS[0]) is None:
             return "mkfs.ext4 is not installed (apt-get install e2fsprogs)"
         if not os.path.exists("/dev/loop-control"):
@@ -71,6 +74,9 @@ class WorkspaceImages:
         target = self.images_dir / f"probe-{os.getpid()}.mnt"
         try:
             self.images_dir.mkdir(parents=True, exist_ok=True)
+            if self._record is None:
+                self.stale_removed = stale_holders.remove_stale(self.images_dir)
+                self._record = stale_holders.register(self.images_dir)
             _make(image, PROBE_BYTES)
             _mount(image, target)
             mount_namespace.unmount(str(target))

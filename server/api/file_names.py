@@ -19,7 +19,8 @@ def name_problem(name: str) -> str | None:
     """Why `name` (already NFC) cannot be a workspace file's name, or None."""
     if not name or name != name.strip() or name in (".", "..") or ".." in name or "/" in name or "\\" in name:
         return "the file name must be one path component without `/`, `\\` or `..`, and not blank"
-    if any(unicodedata.category(c) in REFUSED_CATEGORIES for c in name):
+    if not (name.isascii() and name.isprintable()) and any(unicodedata.category(c) in REFUSED_CATEGORIES
+                                                           for c in name):  # printable ASCII: none refused
         return "the file name must not hold NUL, control, bidirectional or other invisible format characters"
     try:
         size = len(name.encode("utf-8"))

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
-from modules.statuses import MessageSource
+from modules.statuses import MessageSource, SendStatus
 from modules.storage import pending_messages
 from modules.storage.unrouted import ROUTING
 from server.api import response_models as out
@@ -29,4 +29,4 @@ def get_message(message_id: str, user_id: int) -> out.MessageRoute:
     route = routed if row.status != ROUTING else None
     fields: dict[str, Any] = route.model_dump() if route is not None else {}
     return out.MessageRoute(message_id=row.id, conversation_id=row.conversation_id,
-                            status="routed" if route is not None else ROUTING, **fields)
+                            status=SendStatus.ROUTED if route is not None else SendStatus.ROUTING, **fields)

@@ -6,7 +6,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from modules.statuses import AgentState, CommandStatus, Delivery, QueueStatus, Route, TaskStatus
+from modules.statuses import AgentState, CommandStatus, Delivery, QueueStatus, Route, SendStatus, TaskStatus
+from modules.storage.message_meta import MessageMeta
 from server.api.validation import ResponseModel
 
 Timestamp = str | None  # ISO 8601 in UTC, `...Z`
@@ -88,7 +89,7 @@ class Message(ResponseModel):
     tool_calls: list[ToolCall] | None
     tool_call_id: str | None
     name: str | None
-    metadata: dict[str, Any]
+    metadata: MessageMeta = Field(description="the message's meta: its set keys only (docs/API.md)")
     agent_id: str
     created_at: Timestamp
 
@@ -134,9 +135,10 @@ class SendAccepted(ResponseModel):
     success: Literal[True] = True
     message_id: str
     conversation_id: str
-    status: str = Field("routing", description="`routing`: stored, and its route follows as a `route` event "
-                                               "(and from GET /api/messages/<message_id>); `routed`: a retried "
-                                               "send of a message that was routed already")
+    status: SendStatus = Field(SendStatus.ROUTING,
+                               description="`routing`: stored, and its route follows as a `route` event (and from "
+                                           "GET /api/messages/<message_id>); `routed`: routed already (a retried "
+                                           "send, or the message's route asked for afterwards)")
     task_id: str | None = Field(None, description="the task that will see the message, once routed")
     agent_id: str | None = None
     route: Route | None = Field(None, description="`hil`, `fast_path` or `pipeline`, once routed")

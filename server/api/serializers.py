@@ -32,7 +32,7 @@ def agent_out(agent: rows.Agent, pending_count: int = 0) -> out.Agent:
 def message_out(msg: rows.Message) -> out.Message:
     calls = None if msg.tool_calls is None else [out.ToolCall.model_validate(call) for call in msg.tool_calls]
     return out.Message(message_id=msg.message_id, role=msg.role, content=msg.content, tool_calls=calls,
-                       tool_call_id=msg.tool_call_id, name=msg.name, metadata=msg.meta or {}, agent_id=msg.agent_id,
+                       tool_call_id=msg.tool_call_id, name=msg.name, metadata=msg.typed_meta, agent_id=msg.agent_id,
                        created_at=iso(msg.created_at))
 
 

@@ -8,7 +8,7 @@ from flask import Blueprint
 
 from modules.context.versions import version_meta
 from modules.multi_agent.message_router import PendingMessage, RouteError
-from modules.statuses import MessageSource
+from modules.statuses import MessageSource, SendStatus
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage.message_meta import MessageMeta
@@ -67,6 +67,7 @@ def send_version(rt: Runtime, conversation_id: str, master: Agent, content: str,
         routed = rt.router.route_message(master.id, message)
     except RouteError:
         raise not_found("conversation") from None
-    return out.SendAccepted(message_id=message.id, conversation_id=conversation_id, status="routed",
+    return out.SendAccepted(message_id=message.id, conversation_id=conversation_id,
+                            status=SendStatus.ROUTED,
                             task_id=routed.task_id, agent_id=master.id, delivery=routed.delivery,
                             target_agent=master.display_name), 202

@@ -30,6 +30,7 @@ from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.models import Agent, Message, Task
 from modules.storage.records import new_id
+from modules.storage.task_meta import TaskMeta
 from server.sender import TaskEventSender, to_room
 from server.turns.context import TurnLoop, TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
@@ -111,7 +112,7 @@ class TurnManager:
             if started is None:
                 return None
             task, agent, drained, claim = started
-            self._register(task, agent, drained, bool((task.meta or {}).get("from_user")))
+            self._register(task, agent, drained, task.typed_meta.from_user)
         except _NoTurn:
             return None
         finally:
@@ -144,7 +145,8 @@ class TurnManager:
                                          task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
                                          owner=self._rt.membership.process_id, task_id=task_id,
                                          trigger_message_id=drained[-1].message_id,
-                                         meta={"message_ids": [m.message_id for m in drained], "from_user": from_user})
+                                         meta=TaskMeta(message_ids=[m.message_id for m in drained],
+                                                       from_user=from_user))
         return task, agent, drained, claim
 
     def _register(self, task: Task, agent: Agent, drained: list[Message], from_user: bool) -> None:

@@ -142,7 +142,7 @@ class Recovery:
         """The parent of a sub-agent whose turn ended this way hears of it, as of any end."""
         agent = agent_store.get_agent(self._rt.db, task.agent_id)
         if agent is None or agent.kind == MASTER_KIND or agent.parent_id is None or agent.terminated \
-                or (task.meta or {}).get("from_user", False):
+                or task.typed_meta.from_user:
             return None
         duration = now() - (task.started_at or task.created_at)
         return self._rt.sub_agents.completion_notice(agent, TurnResult(task.id, status, "", reason, duration))

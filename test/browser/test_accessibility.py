@@ -6,6 +6,8 @@ import re
 
 from playwright.sync_api import Page, expect
 
+from modules.event_catalogue import AskUserEvent, UserMessageEvent
+from modules.statuses import MessageSource, Visibility
 from test.browser.axe import describe, violations
 from test.browser.conftest import DESKTOP, PHONE
 from test.browser.helpers import assistant, conversation_id, inject, send, suggest_for, wait_connected
@@ -28,11 +30,12 @@ def _busy_conversation(page: Page, llm) -> str:
     cid = conversation_id(page)
     master = page.evaluate("() => window.__agentChat.state.masterAgentId")
     notice = {"message": "[Sub-agent InfoAgent_1 succeeded in 2.1 s]\nResult:\nThe layout is fine.",
-              "message_id": "notice-a11y", "source": "sub_agent", "visibility": "compact", "starts_work": False,
+              "message_id": "notice-a11y", "source": MessageSource.SUB_AGENT, "visibility": Visibility.COMPACT,
+              "starts_work": False,
               "metadata": {"sub_agent_notice": True}}  # fmt: skip
     inject(page, cid, master, "task-a11y", [
-        (0, "user_message", notice),
-        (1, "ask_user", {"question_id": "q-a11y", "question": "Which format?", "options": ["CSV", "JSON"]}),
+        (0, UserMessageEvent.TYPE, notice),
+        (1, AskUserEvent.TYPE, {"question_id": "q-a11y", "question": "Which format?", "options": ["CSV", "JSON"]}),
     ])  # fmt: skip
     expect(page.get_by_test_id("ask-card")).to_have_count(1)
     page.get_by_test_id("tool-toggle").first.click()

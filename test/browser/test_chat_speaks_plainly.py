@@ -6,6 +6,16 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import (
+    AiMessageStartEvent,
+    AskUserEvent,
+    ErrorEvent,
+    TaskCompleteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    UserMessageEvent,
+)
+from modules.statuses import MessageSource, Route, Visibility
 from test.browser.helpers import assistant, inject, open_synthetic_conversation, send
 from test.scripted_llm import text, tool_calls
 
@@ -17,16 +27,18 @@ SUB_AGENT_NOTICE = "[Sub-agent InfoAgent_1 succeeded in 2.0 s]\nResult:\nAll **1
 
 
 def _notice(message_id: str, message: str, source: str, **meta: str) -> dict:
-    return {"message": message, "message_id": message_id, "source": source, "visibility": "compact",
+    return {"message": message, "message_id": message_id, "source": source, "visibility": Visibility.COMPACT,
             "starts_work": False, "metadata": meta}  # fmt: skip
 
 
 def test_notices_read_as_markdown_without_internal_ids(open_page, ui_server, llm):
     page, cid, master = open_synthetic_conversation(open_page, ui_server, "plain notices")
     inject(page, cid, master, "task-n", [
-        (0, "user_message", _notice("n-cmd", COMMAND_NOTICE, "background_command")),
-        (1, "user_message", _notice("n-ask", QUESTION_NOTICE, "agent", from_agent="InfoAgent_1", message_type="ask")),
-        (2, "user_message", _notice("n-sub", SUB_AGENT_NOTICE, "sub_agent", sub_agent_notice="true")),
+        (0, UserMessageEvent.TYPE, _notice("n-cmd", COMMAND_NOTICE, MessageSource.BACKGROUND_COMMAND)),
+        (1, UserMessageEvent.TYPE, _notice("n-ask", QUESTION_NOTICE, "agent", from_agent="InfoAgent_1",
+                                           message_type="ask")),
+        (2, UserMessageEvent.TYPE, _notice("n-sub", SUB_AGENT_NOTICE, MessageSource.SUB_AGENT,
+                                           sub_agent_notice="true")),
     ])  # fmt: skip
     notices = page.get_by_test_id("notice")
     expect(notices).to_have_count(3)
@@ -70,14 +82,14 @@ def test_the_route_is_a_detail_not_a_badge_on_every_message(page, llm):
     expect(badge).to_be_hidden()
     user.get_by_test_id("message-details-toggle").click()
     expect(badge).to_be_visible()
-    expect(badge).to_have_attribute("data-route", "pipeline")
+    expect(badge).to_have_attribute("data-route", Route.PIPELINE)
 
 
 def test_a_question_that_got_no_answer_says_so_in_the_one_wording(open_page, ui_server, llm):
     page, cid, master = open_synthetic_conversation(open_page, ui_server, "question outcomes")
     inject(page, cid, master, "task-q", [
-        (0, "ask_user", {"question_id": "q-1", "question": "Which seat?", "options": ["Window", "Aisle"]}),
-        (1, "error", {"message": "the model is unreachable", "code": "model_error"}),
+        (0, AskUserEvent.TYPE, {"question_id": "q-1", "question": "Which seat?", "options": ["Window", "Aisle"]}),
+        (1, ErrorEvent.TYPE, {"message": "the model is unreachable", "code": "model_error"}),
     ])  # fmt: skip
     answer = page.get_by_test_id("ask-card").get_by_test_id("ask-answer")
     expect(answer).to_have_attribute("data-outcome", "not-answered")
@@ -96,21 +108,23 @@ def test_the_tab_title_says_work_finished_while_the_tab_was_hidden(open_page, ui
     page.evaluate(HIDDEN_TAB)
     expect(page).to_have_title("tab title · Agent team chat")
     inject(page, cid, master, "task-t", [
-        (0, "ai_message_start", {"message_id": "r-t", "display_name": "MasterAgent"}),
-        (1, "text_chunk", {"message_id": "r-t", "content": "working"}),
+        (0, AiMessageStartEvent.TYPE, {"message_id": "r-t", "display_name": "MasterAgent"}),
+        (1, TextChunkEvent.TYPE, {"message_id": "r-t", "content": "working"}),
     ])  # fmt: skip
     expect(page.get_by_test_id("stop-button")).to_be_visible()
     page.evaluate(SET_HIDDEN, True)
-    inject(page, cid, master, "task-t", [(2, "text_end", {"message_id": "r-t", "content": "working"}),
-                                         (3, "task_complete", {})])  # fmt: skip
+    inject(page, cid, master, "task-t", [(2, TextEndEvent.TYPE, {"message_id": "r-t", "content": "working"}),
+                                         (3, TaskCompleteEvent.TYPE, {})])  # fmt: skip
     expect(page).to_have_title("✓ Done · tab title · Agent team chat")
     page.evaluate(SET_HIDDEN, False)
     expect(page).to_have_title("tab title · Agent team chat")
 
     # a sub-agent's report while hidden marks it too; while the tab is shown, nothing changes
-    inject(page, cid, master, "task-u", [(0, "user_message", _notice("n-1", SUB_AGENT_NOTICE, "sub_agent"))])
+    inject(page, cid, master, "task-u", [(0, UserMessageEvent.TYPE, _notice("n-1", SUB_AGENT_NOTICE,
+                                                                            MessageSource.SUB_AGENT))])
     expect(page.get_by_test_id("notice")).to_have_count(1)
     expect(page).to_have_title("tab title · Agent team chat")
     page.evaluate(SET_HIDDEN, True)
-    inject(page, cid, master, "task-u", [(1, "user_message", _notice("n-2", SUB_AGENT_NOTICE, "sub_agent"))])
+    inject(page, cid, master, "task-u", [(1, UserMessageEvent.TYPE, _notice("n-2", SUB_AGENT_NOTICE,
+                                                                            MessageSource.SUB_AGENT))])
     expect(page).to_have_title("✓ Done · tab title · Agent team chat")

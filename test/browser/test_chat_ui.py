@@ -6,6 +6,7 @@ import threading
 
 from playwright.sync_api import expect
 
+from modules.statuses import AgentState, Route, TaskStatus
 from test.browser.conftest import PHONE
 from test.browser.helpers import assistant, conversation_id, only_task, send, state, wait_connected
 from test.scripted_llm import error, text, tool_calls
@@ -29,7 +30,7 @@ def test_send_streams_markdown_with_highlighted_code(page, ui_server, llm):
     user = page.get_by_test_id("user-message")
     expect(user).to_have_count(1)
     expect(user.get_by_test_id("user-text")).to_have_text("show me some markdown")
-    expect(user.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
+    expect(user.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.PIPELINE)
 
     # the reply bubble opens before the model answers, and streams
     reply = assistant(page)
@@ -112,7 +113,7 @@ def test_stop_button_stops_the_running_task(page, ui_server, llm):
     expect(card).to_have_attribute("data-status", "failed")
     cid = conversation_id(page)
     task = ui_server.wait_task(only_task(ui_server, cid))
-    assert task["status"] == "stopped"
+    assert task["status"] == TaskStatus.STOPPED
     assert len(llm.agent_requests) == 1
     # the conversation goes on
     llm.script(text("back again"))
@@ -142,7 +143,7 @@ def test_connection_dropped_mid_stream_loses_and_doubles_nothing(page, ui_server
 
     # the reply finishes on the server while the page is offline
     done = ui_server.wait_task(task_id)
-    assert done["status"] == "succeeded"
+    assert done["status"] == TaskStatus.SUCCEEDED
     partial = body.inner_text()
     assert full.startswith(partial) and partial != full, "the page should have missed part of the stream"
 
@@ -205,10 +206,10 @@ def test_team_panel_lists_agents_and_shows_an_agent_history(page, ui_server, llm
     send(page, "hello team")
     expect(page.get_by_test_id("team-panel")).to_be_visible()  # open by default on a wide screen
     row = page.get_by_test_id("agent-row").filter(has_text="MasterAgent")
-    expect(row).to_have_attribute("data-state", "running")
+    expect(row).to_have_attribute("data-state", AgentState.RUNNING)
     expect(row.get_by_test_id("agent-role")).to_have_count(0)  # its role is its name: said once
     release.set()
-    expect(row).to_have_attribute("data-state", "completed")
+    expect(row).to_have_attribute("data-state", AgentState.COMPLETED)
     row.click()
     history = page.get_by_test_id("agent-history")
     expect(history.get_by_test_id("agent-history-title")).to_have_text("MasterAgent")

@@ -10,6 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from modules.statuses import TaskStatus
 from test.browser.helpers import assistant, conversation_id, only_task, send, state, wait_connected
 from test.scripted_llm import text, tool_calls
 
@@ -25,7 +26,7 @@ def test_stop_while_offline_cancels_at_once(page, ui_server, llm):
     expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
     page.get_by_test_id("stop-button").click()
     # well before the 10 s a stop over the socket would wait for its acknowledgement
-    assert ui_server.wait_task(task_id, timeout=5)["status"] == "stopped"
+    assert ui_server.wait_task(task_id, timeout=5)["status"] == TaskStatus.STOPPED
     # still offline, the page polls the task's log
     expect(page.get_by_test_id("status-line")).to_have_attribute("data-tone", "stopped")
     expect(page.get_by_test_id("stop-button")).to_have_count(0)

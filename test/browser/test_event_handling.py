@@ -12,6 +12,18 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import (
+    AiMessageStartEvent,
+    AskUserEvent,
+    RouteEvent,
+    SubAgentWaitingEvent,
+    SuggestionsEvent,
+    TaskCompleteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    UserMessageEvent,
+)
+from modules.statuses import Delivery, MessageSource, Route, Visibility
 from test.browser.helpers import assistant, inject, open_synthetic_conversation
 from test.scripted_llm import text
 
@@ -24,7 +36,7 @@ _inject = inject
 
 
 def _user(message_id: str, message: str, **extra: Any) -> dict:
-    return {"message": message, "message_id": message_id, "source": "user", "visibility": "chat",
+    return {"message": message, "message_id": message_id, "source": MessageSource.USER, "visibility": Visibility.CHAT,
             "starts_work": True, "metadata": {}, **extra}  # fmt: skip
 
 
@@ -33,8 +45,8 @@ def test_notices_chips_questions_and_badges_from_the_event_stream(open_page, ui_
     notice = {
         "message": "InfoAgent_1 finished: the answer is 42\nfull report follows",
         "message_id": "notice-1",
-        "source": "sub_agent",
-        "visibility": "compact",
+        "source": MessageSource.SUB_AGENT,
+        "visibility": Visibility.COMPACT,
         "starts_work": False,
         "metadata": {"sub_agent_notice": True, "sub_agent_id": "agent-y", "task_id": "nested-task"},
     }
@@ -44,23 +56,24 @@ def test_notices_chips_questions_and_badges_from_the_event_stream(open_page, ui_
         master,
         "task-a",
         [
-            (0, "user_message", _user("user-1", "compute the answer")),
-            (1, "route", {"route": "pipeline", "delivery": "triggered_new_turn", "target_agent": "MasterAgent"}),
-            (2, "ai_message_start", {"message_id": "reply-1", "display_name": "MasterAgent"}),
-            (3, "text_chunk", {"message_id": "reply-1", "content": "Working "}),
-            (4, "user_message", notice),
-            (4, "user_message", notice),  # the same event twice
-            (5, "user_message", {**_user("hidden-1", "secret steering"), "visibility": "hidden"}),
-            (6, "text_chunk", {"message_id": "reply-1", "content": "on it."}),
-            (7, "text_end", {"message_id": "reply-1", "content": "Working on it."}),
-            (8, "suggestions", {"questions": ["continue", "show the report"], "message_id": "reply-1"}),
+            (0, UserMessageEvent.TYPE, _user("user-1", "compute the answer")),
+            (1, RouteEvent.TYPE, {"route": Route.PIPELINE, "delivery": Delivery.TRIGGERED_NEW_TURN,
+                                  "target_agent": "MasterAgent"}),
+            (2, AiMessageStartEvent.TYPE, {"message_id": "reply-1", "display_name": "MasterAgent"}),
+            (3, TextChunkEvent.TYPE, {"message_id": "reply-1", "content": "Working "}),
+            (4, UserMessageEvent.TYPE, notice),
+            (4, UserMessageEvent.TYPE, notice),  # the same event twice
+            (5, UserMessageEvent.TYPE, {**_user("hidden-1", "secret steering"), "visibility": Visibility.HIDDEN}),
+            (6, TextChunkEvent.TYPE, {"message_id": "reply-1", "content": "on it."}),
+            (7, TextEndEvent.TYPE, {"message_id": "reply-1", "content": "Working on it."}),
+            (8, SuggestionsEvent.TYPE, {"questions": ["continue", "show the report"], "message_id": "reply-1"}),
         ],
     )
     # the same notice again, from another task's log (socket echo + log replay)
-    _inject(page, cid, master, "task-b", [(0, "user_message", notice)])
+    _inject(page, cid, master, "task-b", [(0, UserMessageEvent.TYPE, notice)])
 
     expect(page.get_by_test_id("user-message")).to_have_count(1)
-    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
+    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.PIPELINE)
     notices = page.get_by_test_id("notice")
     expect(notices).to_have_count(1)
     expect(notices.get_by_test_id("notice-text")).to_have_text("InfoAgent_1 finished: the answer is 42")
@@ -77,16 +90,16 @@ def test_notices_chips_questions_and_badges_from_the_event_stream(open_page, ui_
         master,
         "task-b",
         [
-            (1, "ask_user", {"question_id": "q-1", "question": "Which format?", "options": ["CSV", "JSON"]}),
-            (2, "sub_agent_waiting", {"count": 1, "tasks": [{"agent_id": "agent-y", "summary": "InfoAgent_1"}]}),
+            (1, AskUserEvent.TYPE, {"question_id": "q-1", "question": "Which format?", "options": ["CSV", "JSON"]}),
+            (2, SubAgentWaitingEvent.TYPE, {"count": 1, "tasks": [{"agent_id": "agent-y", "summary": "InfoAgent_1"}]}),
         ],
     )
     card = page.get_by_test_id("ask-card")
     expect(card.get_by_test_id("ask-question")).to_have_text("Which format?")
     expect(card.get_by_test_id("ask-option")).to_have_text(["CSV", "JSON"])
     expect(page.get_by_test_id("sub-agent-waiting")).to_contain_text("1 sub-agent")
-    _inject(page, cid, master, "task-a", [(9, "task_complete", {"has_running_sub_agents": True})])
-    _inject(page, cid, master, "task-b", [(3, "task_complete", {"has_running_sub_agents": False})])
+    _inject(page, cid, master, "task-a", [(9, TaskCompleteEvent.TYPE, {"has_running_sub_agents": True})])
+    _inject(page, cid, master, "task-b", [(3, TaskCompleteEvent.TYPE, {"has_running_sub_agents": False})])
     expect(page.get_by_test_id("stop-button")).to_have_count(0)
     expect(page.get_by_test_id("sub-agent-waiting")).to_have_count(0)
 
@@ -108,17 +121,17 @@ def test_a_suggestion_chip_sends_its_text(open_page, ui_server, llm):
         master,
         "task-c",
         [
-            (0, "ai_message_start", {"message_id": "reply-9", "display_name": "MasterAgent"}),
-            (1, "text_end", {"message_id": "reply-9", "content": "Shall I go on?"}),
-            (2, "suggestions", {"questions": ["continue"], "message_id": "reply-9"}),
-            (3, "task_complete", {}),
+            (0, AiMessageStartEvent.TYPE, {"message_id": "reply-9", "display_name": "MasterAgent"}),
+            (1, TextEndEvent.TYPE, {"message_id": "reply-9", "content": "Shall I go on?"}),
+            (2, SuggestionsEvent.TYPE, {"questions": ["continue"], "message_id": "reply-9"}),
+            (3, TaskCompleteEvent.TYPE, {}),
         ],
     )
     llm.script(text("Going on."))
     page.get_by_test_id("suggestion-chip").click()
     expect(page.get_by_test_id("user-message").get_by_test_id("user-text")).to_have_text("continue")
     expect(page.get_by_test_id("suggestion-chip")).to_have_count(0)
-    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", "pipeline")
+    expect(page.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.PIPELINE)
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Going on.")
 
 
@@ -148,9 +161,9 @@ def test_model_markup_cannot_restyle_the_page_pose_as_a_form_or_fetch_remote_url
             master,
             "task-h",
             [
-                (0, "ai_message_start", {"message_id": "reply-h", "display_name": "MasterAgent"}),
-                (1, "text_end", {"message_id": "reply-h", "content": HOSTILE_REPLY}),
-                (2, "task_complete", {}),
+                (0, AiMessageStartEvent.TYPE, {"message_id": "reply-h", "display_name": "MasterAgent"}),
+                (1, TextEndEvent.TYPE, {"message_id": "reply-h", "content": HOSTILE_REPLY}),
+                (2, TaskCompleteEvent.TYPE, {}),
             ],
         )
     body = assistant(page).get_by_test_id("assistant-text")
@@ -197,8 +210,8 @@ def test_a_streaming_reply_renders_once_a_frame_and_guesses_code_languages_when_
         master,
         "task-s",
         [
-            (0, "ai_message_start", {"message_id": "reply-s", "display_name": "MasterAgent"}),
-            (1, "text_chunk", {"message_id": "reply-s", "content": UNLABELLED_CODE}),
+            (0, AiMessageStartEvent.TYPE, {"message_id": "reply-s", "display_name": "MasterAgent"}),
+            (1, TextChunkEvent.TYPE, {"message_id": "reply-s", "content": UNLABELLED_CODE}),
         ],
     )
     reply = assistant(page)
@@ -216,8 +229,8 @@ def test_a_streaming_reply_renders_once_a_frame_and_guesses_code_languages_when_
     assert renders < 20, f"{renders} renders for 100 chunks"
 
     full = UNLABELLED_CODE + "".join(f" c{i:03d}" for i in range(100))
-    _inject(page, cid, master, "task-s", [(102, "text_end", {"message_id": "reply-s", "content": full}),
-                                          (103, "task_complete", {})])  # fmt: skip
+    _inject(page, cid, master, "task-s", [(102, TextEndEvent.TYPE, {"message_id": "reply-s", "content": full}),
+                                          (103, TaskCompleteEvent.TYPE, {})])  # fmt: skip
     expect(reply).to_have_attribute("data-done", "true")
     expect(code.locator("span.hljs-keyword").first).to_have_text("def")
     expect(page.get_by_test_id("timeline")).to_have_attribute("aria-busy", "false")
@@ -232,10 +245,11 @@ def test_the_same_chip_or_option_twice_shows_once(open_page, ui_server, llm):
         master,
         "task-d",
         [
-            (0, "ai_message_start", {"message_id": "reply-d", "display_name": "MasterAgent"}),
-            (1, "text_end", {"message_id": "reply-d", "content": "Pick a format."}),
-            (2, "ask_user", {"question_id": "q-d", "question": "Which format?", "options": ["CSV", "CSV", "JSON"]}),
-            (3, "suggestions", {"questions": ["continue", "continue", "stop"], "message_id": "reply-d"}),
+            (0, AiMessageStartEvent.TYPE, {"message_id": "reply-d", "display_name": "MasterAgent"}),
+            (1, TextEndEvent.TYPE, {"message_id": "reply-d", "content": "Pick a format."}),
+            (2, AskUserEvent.TYPE, {"question_id": "q-d", "question": "Which format?", "options": ["CSV", "CSV",
+                                                                                                   "JSON"]}),
+            (3, SuggestionsEvent.TYPE, {"questions": ["continue", "continue", "stop"], "message_id": "reply-d"}),
         ],
     )
     expect(page.get_by_test_id("ask-option")).to_have_text(["CSV", "JSON"])

@@ -7,6 +7,8 @@ import re
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import UserMessageEvent
+from modules.statuses import MessageSource, Visibility
 from test.browser.helpers import assistant, inject, open_synthetic_conversation, send, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
 
@@ -76,16 +78,17 @@ def test_a_sub_agent_report_while_the_tab_is_hidden_notifies_once(open_page, ui_
     expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
     page.evaluate("window.Notification.permission = 'granted'")  # granted at an earlier visit
     report = {"message": "[Sub-agent InfoAgent_1 succeeded in 2.0 s]\nResult:\nAll **12** tests pass.",
-              "message_id": "n-report", "source": "sub_agent", "visibility": "compact", "starts_work": False,
+              "message_id": "n-report", "source": MessageSource.SUB_AGENT, "visibility": Visibility.COMPACT,
+              "starts_work": False,
               "metadata": {"sub_agent_notice": True}}  # fmt: skip
     page.evaluate(SET_HIDDEN, True)
-    inject(page, cid, master, "task-r", [(0, "user_message", report)])
+    inject(page, cid, master, "task-r", [(0, UserMessageEvent.TYPE, report)])
     expect(page.get_by_test_id("notice")).to_have_count(1)
     expect(page).to_have_title("✓ Done · sub-agent report · Agent team chat")
     page.wait_for_function("window.__notes.length === 1")
     note = page.evaluate("window.__notes[0]")
     assert note["title"].endswith("· sub-agent report") and "InfoAgent_1" in note["title"], note
     assert "12 tests pass" in note["body"], note
-    inject(page, cid, master, "task-r", [(0, "user_message", report)])  # the same event again: no second one
+    inject(page, cid, master, "task-r", [(0, UserMessageEvent.TYPE, report)])  # the same event again: no second one
     page.evaluate(SET_HIDDEN, False)
     assert page.evaluate("window.__notes.length") == 1

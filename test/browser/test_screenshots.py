@@ -12,6 +12,7 @@ import threading
 
 from playwright.sync_api import expect
 
+from modules.statuses import AgentState
 from test.browser.conftest import PHONE, screenshot_dir
 from test.browser.helpers import assistant, conversation_id, send, suggest_for
 from test.scripted_llm import match_system, text, tool_calls
@@ -57,7 +58,7 @@ def test_screenshots_of_the_main_screens(open_page, ui_server, llm, tmp_path):
         page.get_by_test_id("tool-toggle").first.click()
         expect(page.get_by_test_id("tool-output")).to_be_visible()
         expect(page.get_by_test_id("agent-row").filter(has_text="InfoAgent_1")).to_have_attribute(
-            "data-state", "running"
+            "data-state", AgentState.RUNNING
         )
         assistant(page).last.scroll_into_view_if_needed()
         page.screenshot(path=out / "chat-desktop.png")

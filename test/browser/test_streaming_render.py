@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import AiMessageStartEvent, TextChunkEvent
 from test.browser.helpers import assistant, inject, open_synthetic_conversation
 
 OPENING = "## Plan\n\nFirst, the parser reads the file.\n\n```python\nx = 1\n```\n\n- one\n- two\n\nThen"
@@ -12,8 +13,8 @@ OPENING = "## Plan\n\nFirst, the parser reads the file.\n\n```python\nx = 1\n```
 def test_complete_blocks_stay_the_same_nodes_while_the_reply_grows(open_page, ui_server, llm):
     page, cid, master = open_synthetic_conversation(open_page, ui_server, "streaming blocks")
     inject(page, cid, master, "task-g", [
-        (0, "ai_message_start", {"message_id": "reply-g", "display_name": "MasterAgent"}),
-        (1, "text_chunk", {"message_id": "reply-g", "content": OPENING}),
+        (0, AiMessageStartEvent.TYPE, {"message_id": "reply-g", "display_name": "MasterAgent"}),
+        (1, TextChunkEvent.TYPE, {"message_id": "reply-g", "content": OPENING}),
     ])  # fmt: skip
     body = assistant(page).get_by_test_id("assistant-text")
     expect(body).to_contain_text("Then")
@@ -24,10 +25,11 @@ def test_complete_blocks_stay_the_same_nodes_while_the_reply_grows(open_page, ui
         body.element_handle(),
     )
     for i in range(12):
-        inject(page, cid, master, "task-g", [(2 + i, "text_chunk", {"message_id": "reply-g", "content": f" more{i}"})])
+        inject(page, cid, master, "task-g", [(2 + i, TextChunkEvent.TYPE, {"message_id": "reply-g",
+                                                                           "content": f" more{i}"})])
         expect(body).to_contain_text(f"more{i}")
     last = "\n\nA last paragraph."
-    inject(page, cid, master, "task-g", [(14, "text_chunk", {"message_id": "reply-g", "content": last})])
+    inject(page, cid, master, "task-g", [(14, TextChunkEvent.TYPE, {"message_id": "reply-g", "content": last})])
     expect(body).to_contain_text("A last paragraph.")
     kept = page.evaluate("() => window.__kept.map((n) => n.isConnected ? n.tagName : 'gone')")
     assert kept == ["H2", "P", "PRE", "UL"], kept

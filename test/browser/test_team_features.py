@@ -10,6 +10,8 @@ import time
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import SuggestionsEvent
+from modules.statuses import AgentState, MessageSource, Route, TaskStatus
 from test.browser.helpers import assistant, conversation_id, only_task, send, suggest_for, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
 
@@ -31,7 +33,7 @@ def test_a_background_command_notice_is_shown_exactly_once(page, ui_server, llm)
     send(page, "run a job in the background")
     notice = page.get_by_test_id("notice")
     expect(notice).to_have_count(1)
-    expect(notice).to_have_attribute("data-source", "background_command")
+    expect(notice).to_have_attribute("data-source", MessageSource.BACKGROUND_COMMAND)
     expect(notice.get_by_test_id("notice-text")).to_contain_text("bg-finished")
     follow_up.set()
     last = assistant(page).last
@@ -63,11 +65,11 @@ def test_team_panel_follows_a_sub_agent_live(page, ui_server, llm):
     send(page, "what does the travel policy say?")
     team = page.get_by_test_id("team-panel")
     helper = team.get_by_test_id("agent-row").filter(has_text="InfoAgent_1")
-    expect(helper).to_have_attribute("data-state", "running")
+    expect(helper).to_have_attribute("data-state", AgentState.RUNNING)
     expect(helper.get_by_test_id("agent-role")).to_have_text("InfoAgent")
     expect(page.get_by_test_id("sub-agent-waiting")).to_contain_text("InfoAgent_1")
     master_row = team.get_by_test_id("agent-row").filter(has_text="MasterAgent")
-    expect(master_row).to_have_attribute("data-state", "completed")
+    expect(master_row).to_have_attribute("data-state", AgentState.COMPLETED)
 
     # the sub-agent's own history, live, in the side view
     helper.click()
@@ -75,13 +77,13 @@ def test_team_panel_follows_a_sub_agent_live(page, ui_server, llm):
     expect(side.get_by_test_id("agent-history-title")).to_have_text("InfoAgent_1")
     expect(side.get_by_test_id("notice-text")).to_contain_text("look up the travel policy")
     sub_gate.set()
-    expect(helper).to_have_attribute("data-state", "completed")
+    expect(helper).to_have_attribute("data-state", AgentState.COMPLETED)
     expect(side.get_by_test_id("assistant-text")).to_have_text("Economy class only, says the policy.")
 
     # the main chat: the sub-agent's work is not streamed into it; its completion is one notice
     notice = page.get_by_test_id("chat").get_by_test_id("notice")
     expect(notice).to_have_count(1)
-    expect(notice).to_have_attribute("data-source", "sub_agent")
+    expect(notice).to_have_attribute("data-source", MessageSource.SUB_AGENT)
     chat_replies = assistant(page).get_by_test_id("assistant-text")
     expect(chat_replies.last).to_have_text("The policy allows economy class.")
     expect(chat_replies).to_have_text(["InfoAgent_1 is on it.", "The policy allows economy class."])
@@ -105,14 +107,14 @@ def test_answering_a_question_through_its_card(page, ui_server, llm):
     expect(card.get_by_test_id("ask-option")).to_have_text(["Window", "Aisle"])
     expect(card).to_have_attribute("data-answered", "false")
     master_row = page.get_by_test_id("agent-row").filter(has_text="MasterAgent")
-    expect(master_row).to_have_attribute("data-state", "waiting")
+    expect(master_row).to_have_attribute("data-state", AgentState.WAITING)
 
     card.get_by_test_id("ask-option").filter(has_text="Window").click()
     expect(card).to_have_attribute("data-answered", "true")
     expect(card).to_have_attribute("data-answer", "Window")
     answer = page.get_by_test_id("user-message").last
     expect(answer.get_by_test_id("user-text")).to_have_text("Window")
-    expect(answer.get_by_test_id("route-badge")).to_have_attribute("data-route", "hil")
+    expect(answer.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.HIL)
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Booked a window seat.")
     expect(page.get_by_test_id("user-message")).to_have_count(2)
     expect(page.get_by_test_id("ask-card")).to_have_count(1)
@@ -126,7 +128,7 @@ def test_answering_a_question_through_its_card(page, ui_server, llm):
     expect(page.get_by_test_id("ask-option")).to_have_count(0)
     users = page.get_by_test_id("user-message")
     expect(users.get_by_test_id("user-text")).to_have_text(["book me a seat", "Window"])
-    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", "hil")
+    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.HIL)
 
 
 def test_a_sub_agent_question_is_answered_with_free_text(page, ui_server, llm):
@@ -150,7 +152,7 @@ def test_a_sub_agent_question_is_answered_with_free_text(page, ui_server, llm):
     card.get_by_test_id("ask-submit").click()
     expect(card).to_have_attribute("data-answer", "Lisbon")
     answer = page.get_by_test_id("user-message").last
-    expect(answer.get_by_test_id("route-badge")).to_have_attribute("data-route", "hil")
+    expect(answer.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.HIL)
     expect(answer.get_by_test_id("route-badge")).to_contain_text("BookingAgent_1")
     replies = assistant(page).get_by_test_id("assistant-text")
     expect(replies).to_have_text(["BookingAgent_1 will handle it.", "Booked in Lisbon.", "Your hotel is booked."])
@@ -166,7 +168,7 @@ def test_a_sub_agent_question_is_answered_with_free_text(page, ui_server, llm):
     expect(card).to_have_attribute("data-answer", "Lisbon")
     users = page.get_by_test_id("user-message")
     expect(users.get_by_test_id("user-text")).to_have_text(["book a hotel for me", "Lisbon"])
-    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", "hil")
+    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.HIL)
     expect(page.get_by_test_id("notice")).to_have_count(1)
 
 
@@ -186,11 +188,11 @@ def test_a_suggestion_chip_takes_the_fast_path(page, ui_server, llm):
     expect(chips).to_have_count(0)
     sent = page.get_by_test_id("user-message").last
     expect(sent.get_by_test_id("user-text")).to_have_text("continue")
-    expect(sent.get_by_test_id("route-badge")).to_have_attribute("data-route", "fast_path")
+    expect(sent.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.FAST_PATH)
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("Booked the 9:40 train.")
     cid = conversation_id(page)
     msgs = ui_server.get(f"/api/conversations/{cid}/messages").json()["data"]
-    assert [m["metadata"].get("route") for m in msgs if m["role"] == "user"] == ["pipeline", "fast_path"]
+    assert [m["metadata"].get("route") for m in msgs if m["role"] == "user"] == [Route.PIPELINE, Route.FAST_PATH]
 
 
 def test_terminating_a_sub_agent_from_its_side_view(page, ui_server, llm):
@@ -204,21 +206,21 @@ def test_terminating_a_sub_agent_from_its_side_view(page, ui_server, llm):
     try:
         send(page, "build everything")
         row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
-        expect(row).to_have_attribute("data-state", "running")
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)
         row.click()
         side = page.get_by_test_id("agent-history")
         # Terminate asks first: Cancel leaves the sub-agent at work
         side.get_by_test_id("terminate-agent").click()
         side.get_by_test_id("terminate-no").click()
         expect(side.get_by_test_id("terminate-confirm")).to_have_count(0)
-        expect(row).to_have_attribute("data-state", "running")
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)
         side.get_by_test_id("terminate-agent").click()
         side.get_by_test_id("terminate-yes").click()
         expect(side.get_by_test_id("agent-terminated")).to_be_visible()
         expect(side.get_by_test_id("agent-history-state")).to_have_text("terminated")  # not "idle"
     finally:
         gate.set()
-    expect(row).to_have_attribute("data-state", "idle")
+    expect(row).to_have_attribute("data-state", AgentState.IDLE)
     cid = conversation_id(page)
     runs = ui_server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]
     assert [r["status"] for r in runs] == ["terminated"]
@@ -250,7 +252,7 @@ def test_a_pending_sub_agent_question_survives_a_reload(page, ui_server, llm):
     expect(page.get_by_test_id("ask-card")).to_have_count(1)
     users = page.get_by_test_id("user-message")
     expect(users.get_by_test_id("user-text")).to_have_text(["do I need a visa?", "EU"])
-    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", "hil")
+    expect(users.last.get_by_test_id("route-badge")).to_have_attribute("data-route", Route.HIL)
     expect(assistant(page).get_by_test_id("assistant-text")).to_have_text(
         ["InfoAgent_1 is checking.", "EU passports need no visa.", "Visa rules are in."]
     )
@@ -271,7 +273,7 @@ def test_chips_that_come_while_offline_show_after_the_reconnect(page, ui_server,
         expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "disconnected")
         release.set()
         deadline = time.monotonic() + 10
-        while "suggestions" not in [e["type"] for e in ui_server.get(f"/api/tasks/{task_id}").json()["events"]]:
+        while SuggestionsEvent.TYPE not in [e["type"] for e in ui_server.get(f"/api/tasks/{task_id}").json()["events"]]:
             assert time.monotonic() < deadline, "no suggestions in the task's log"
             time.sleep(0.05)
         chips = page.get_by_test_id("suggestion-chip")
@@ -300,14 +302,14 @@ def test_the_master_chips_survive_a_reload_when_a_sub_agent_task_is_the_last_one
             assert time.monotonic() < deadline, "the sub-agent got no task"
             time.sleep(0.05)
         # the sub-agent's task ends while the master's turn still runs: its notice joins that turn
-        assert ui_server.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
+        assert ui_server.wait_task(tasks[1]["task_id"])["status"] == TaskStatus.SUCCEEDED
     finally:
         gate.set()
     chips = page.get_by_test_id("suggestion-chip")
     expect(chips).to_have_text(["plan a picnic", "and next week?"])
     master_task, sub_task = ui_server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
     assert master_task["agent_id"] != sub_task["agent_id"]
-    assert ui_server.wait_task(master_task["task_id"])["status"] == "succeeded"
+    assert ui_server.wait_task(master_task["task_id"])["status"] == TaskStatus.SUCCEEDED
 
     # the last finished task is the sub-agent's, yet the chips are the master's reply's
     page.reload()

@@ -7,6 +7,7 @@ import threading
 
 from playwright.sync_api import expect
 
+from modules.statuses import AgentState, CommandStatus
 from test.browser.conftest import PHONE
 from test.browser.helpers import assistant, send, wait_connected
 from test.scripted_llm import match_system, text, tool_calls
@@ -136,7 +137,7 @@ def test_a_background_command_shows_it_runs_its_output_and_a_cancel(page, ui_ser
     expect(line).to_contain_text("running in the background")
     expect(card.get_by_test_id("background-output")).to_contain_text("tick-2")  # live output
     card.get_by_test_id("cancel-command").click()
-    expect(line).to_have_attribute("data-command-status", "cancelled")
+    expect(line).to_have_attribute("data-command-status", CommandStatus.CANCELLED)
     expect(card).to_have_attribute("data-status", "failed")
     expect(card.get_by_test_id("cancel-command")).to_have_count(0)
     expect(assistant(page).last.get_by_test_id("assistant-text")).to_have_text("It was cancelled.")
@@ -232,7 +233,7 @@ def test_team_panel_and_history_use_the_same_words_and_no_repeated_name(page, ui
     llm.script(text("Done."), match=MASTER)
     send(page, "hello")
     row = page.get_by_test_id("agent-row").filter(has_text="MasterAgent")
-    expect(row).to_have_attribute("data-state", "completed")
+    expect(row).to_have_attribute("data-state", AgentState.COMPLETED)
     expect(row.get_by_test_id("agent-state")).to_have_text("completed")
     expect(row.get_by_test_id("agent-role")).to_have_count(0)  # the role is the name: said once
     row.click()

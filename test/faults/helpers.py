@@ -8,6 +8,8 @@ from typing import Any
 
 import requests
 
+from modules.event_catalogue import TextEndEvent
+from modules.statuses import AgentState, TaskStatus
 from test.conftest import FINAL_STATUSES, ServerProcess, wait_until
 from test.scripted_llm import ScriptedLLMServer, match_last_user, match_system, text
 
@@ -82,7 +84,7 @@ def _snapshot(server: ServerProcess, cid: str) -> dict[str, Any]:
 def _problems(snap: dict[str, Any], ledger: Ledger) -> list[str]:
     problems = [f"task {t['task_id']} is {t['status']}" for t in snap["tasks"] if t["status"] not in FINAL_STATUSES]
     problems += [f"agent {a['display_name']} is {a['state']}" for a in snap["agents"]
-                 if a["state"] in ("running", "waiting")]
+                 if a["state"] in (AgentState.RUNNING, AgentState.WAITING)]
     everything = [m for msgs in snap["histories"].values() for m in msgs]
     for message_id in ledger.accepted:
         copies = sum(1 for m in everything if m["message_id"] == message_id)
@@ -128,7 +130,7 @@ def assert_answers_next(server: ServerProcess, llm: ScriptedLLMServer, cid: str,
     res = ledger.send(server, "are you still there?", cid)
     assert res.status_code == 202, res.text
     task = server.wait_task(res.json()["task_id"], timeout=RECOVERY_S)
-    assert task["status"] == "succeeded", task
-    ends = [e["data"]["content"] for e in task["events"] if e["type"] == "text_end"]
+    assert task["status"] == TaskStatus.SUCCEEDED, task
+    ends = [e["data"]["content"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
     assert ends and ends[-1] == "yes, still here", ends
     assert_settled(server, cid, ledger)

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 import socketio
 
+from modules.event_catalogue import ServerDegradedEvent, ServerRecoveredEvent, ToolStartEvent
+from modules.statuses import CommandStatus, TaskStatus
 from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.faults.helpers import Ledger, assert_answers_next, assert_reports_outage, assert_settled
@@ -58,7 +60,7 @@ def test_cut_during_a_model_call(pg_server, llm):
     gate = threading.Event()
     llm.script(text("an answer that cannot be stored", wait=gate), match=MASTER)
     cid, ledger = _conversation(server), Ledger()
-    heard = {"server_degraded": threading.Event(), "server_recovered": threading.Event()}
+    heard = {ServerDegradedEvent.TYPE: threading.Event(), ServerRecoveredEvent.TYPE: threading.Event()}
     client = socketio.Client(reconnection=False)
     for name, event in heard.items():
         client.on(name, lambda data, event=event: event.set())
@@ -69,15 +71,15 @@ def test_cut_during_a_model_call(pg_server, llm):
         with proxy.down():
             assert ledger.send(server, "sent while the database is down", cid).status_code == 503
             assert_reports_outage(server)
-            assert heard["server_degraded"].wait(10)
+            assert heard[ServerDegradedEvent.TYPE].wait(10)
             gate.set()  # the model answers now; its reply has nowhere to go
             wait_until(lambda: _turn_failed(server, first["task_id"]), 10, what="the turn hitting the outage")
-        assert heard["server_recovered"].wait(10)
+        assert heard[ServerRecoveredEvent.TYPE].wait(10)
     finally:
         client.disconnect()
     snap = assert_settled(server, cid, ledger)
     task = next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "database_unavailable", task
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "database_unavailable", task
     assert_answers_next(server, llm, cid, ledger)
 
 
@@ -87,13 +89,13 @@ def test_cut_during_a_tool_call(pg_server, llm):
     llm.script(tool_calls(("run_command", {"command": GATED})), match=MASTER)
     cid, ledger = _conversation(server), Ledger()
     first = ledger.send(server, "run until released", cid).json()
-    server.wait_event(first["task_id"], "tool_start")
+    server.wait_event(first["task_id"], ToolStartEvent.TYPE)
     with proxy.down():
         assert ledger.send(server, "a message during the command", cid).status_code == 503
         _release(server, cid)
         wait_until(lambda: _turn_failed(server, first["task_id"]), 20, what="the turn hitting the outage")
     snap = assert_settled(server, cid, ledger)
-    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == "failed"
+    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == TaskStatus.FAILED
     assert_answers_next(server, llm, cid, ledger)
 
 
@@ -114,7 +116,7 @@ def test_blackhole_at_the_turns_end(pg_server, llm):
         gate.set()
         wait_until(lambda: _turn_failed(server, first["task_id"]), 10, what="the turn hitting the outage")
     snap = assert_settled(server, cid, ledger)
-    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == "failed"
+    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == TaskStatus.FAILED
     assert_answers_next(server, llm, cid, ledger)
 
 
@@ -128,13 +130,13 @@ def test_cut_while_a_completion_notice_waits_for_the_running_turn(pg_server, llm
     cid, ledger = _conversation(server), Ledger()
     first = ledger.send(server, "start both", cid).json()
     wait_until(lambda: [c["status"] for c in server.get(f"/api/background_commands?conversation_id={cid}")
-                        .json()["data"]] == ["succeeded"], what="the background command's end")
+                        .json()["data"]] == [CommandStatus.SUCCEEDED], what="the background command's end")
     with proxy.down():
         _release(server, cid)
         wait_until(lambda: _turn_failed(server, first["task_id"]), 20, what="the turn hitting the outage")
     snap = assert_settled(server, cid, ledger)
-    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == "failed"
+    assert next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])["status"] == TaskStatus.FAILED
     wait_until(lambda: len(snap := server.get(f"/api/tasks?conversation_id={cid}").json()["data"]) == 2
-               and snap[1]["status"] == "succeeded", 30, what="the notice's follow-up turn")
+               and snap[1]["status"] == TaskStatus.SUCCEEDED, 30, what="the notice's follow-up turn")
     assert len(notices(history(server, cid))) == 1
     assert_answers_next(server, llm, cid, ledger)

@@ -3,6 +3,8 @@ for gone (no process could beat meanwhile) and a turn that outlived the outage e
 
 from __future__ import annotations
 
+from modules.event_catalogue import ToolStartEvent
+from modules.statuses import TaskStatus
 from test.db_urls import fresh_database
 from test.faults.helpers import MASTER, Ledger, assert_settled, wait_back
 from test.faults.proxy import FaultProxy
@@ -22,10 +24,10 @@ def test_a_long_outage_does_not_make_live_peers_look_gone(make_server, llm, tmp_
         cid = runner.post("/api/conversations", {"title": "peers"}).json()["conversation_id"]
         ledger = Ledger()
         first = ledger.send(runner, "sleep through an outage", cid).json()
-        runner.wait_event(first["task_id"], "tool_start")
+        runner.wait_event(first["task_id"], ToolStartEvent.TYPE)
         proxy.refuse()
         proxy.heal_after(OUTAGE_S).join(OUTAGE_S + 5)
         wait_back(runner)
         task = runner.wait_task(first["task_id"], timeout=30)
-        assert task["status"] == "succeeded", (task.get("error"), runner.log_text())
+        assert task["status"] == TaskStatus.SUCCEEDED, (task.get("error"), runner.log_text())
         assert_settled(runner, cid, ledger)

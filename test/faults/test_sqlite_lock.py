@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+from modules.statuses import TaskStatus
 from test.conftest import wait_until
 from test.faults.helpers import MASTER, Ledger, assert_answers_next, assert_reports_outage, assert_settled
 from test.scripted_llm import text
@@ -33,5 +34,5 @@ def test_a_locked_database_file(make_server, llm, tmp_path):
         locker.close()
     snap = assert_settled(server, cid, ledger)
     task = next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "database_unavailable", task
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "database_unavailable", task
     assert_answers_next(server, llm, cid, ledger)

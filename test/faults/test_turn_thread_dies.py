@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from modules.event_catalogue import TaskEndEvent, TextEndEvent
+from modules.statuses import AgentState, TaskStatus
 from test.conftest import wait_until
 from test.faults.helpers import MASTER, Ledger, assert_answers_next, assert_settled
 from test.scripted_llm import text
@@ -22,7 +24,7 @@ def crashing_server(make_server):
 
 def _crashed(server, task_id: str) -> None:
     """Wait until the turn's thread has died (the injected crash is in the log) with the task still active."""
-    server.wait_event(task_id, "text_end")
+    server.wait_event(task_id, TextEndEvent.TYPE)
     wait_until(lambda: CRASH in (server.data_dir / "server.log").read_text(errors="replace"), 10,
                what="the injected crash")
 
@@ -38,12 +40,13 @@ def test_the_watchdog_ends_a_turn_whose_thread_died_and_queued_messages_get_thei
     queued = ledger.send(server, "a message behind the dead turn", cid).json()
     snap = assert_settled(server, cid, ledger)
     task = next(t for t in snap["tasks"] if t["task_id"] == first["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "turn_crashed", task
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "turn_crashed", task
     follow_up = [t for t in snap["tasks"] if t["task_id"] != first["task_id"]]
-    assert len(follow_up) == 1 and follow_up[0]["status"] == "succeeded", snap["tasks"]
+    assert len(follow_up) == 1 and follow_up[0]["status"] == TaskStatus.SUCCEEDED, snap["tasks"]
     assert queued["task_id"] in (None, first["task_id"], follow_up[0]["task_id"])
     events = server.get(f"/api/tasks/{follow_up[0]['task_id']}").json()["events"]
-    assert [e["data"]["content"] for e in events if e["type"] == "text_end"] == ["the queued message is answered"]
+    assert [e["data"]["content"] for e in events
+            if e["type"] == TextEndEvent.TYPE] == ["the queued message is answered"]
     assert_answers_next(server, llm, cid, ledger)
 
 
@@ -57,9 +60,9 @@ def test_a_stop_ends_a_turn_whose_thread_died_at_once(crashing_server, llm):
     cancel = server.post(f"/api/tasks/{first['task_id']}/cancel")
     assert cancel.status_code == 200, cancel.text
     task = server.get(f"/api/tasks/{first['task_id']}").json()
-    assert task["status"] == "stopped", task  # at once: no watchdog round, no restart
-    assert task["events"][-1]["type"] == "task_stopped"
+    assert task["status"] == TaskStatus.STOPPED, task  # at once: no watchdog round, no restart
+    assert task["events"][-1]["type"] == TaskEndEvent.TYPE
     agents = server.get(f"/api/conversations/{cid}/agents").json()["data"]
-    assert agents[0]["state"] == "idle"
+    assert agents[0]["state"] == AgentState.IDLE
     assert_settled(server, cid, ledger)
     assert_answers_next(server, llm, cid, ledger)

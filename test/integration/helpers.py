@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modules.statuses import MessageSource
 from test.scripted_steps import Match, match_system
 
 MASTER = match_system("You are MasterAgent")
@@ -30,5 +31,5 @@ def history(server: Any, cid: str, agent: str | None = None) -> list[dict[str, A
 
 def notices(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The completion notices among history entries."""
-    return [m for m in msgs if m["role"] == "user" and m["metadata"].get("source") in ("sub_agent",
-                                                                                      "background_command")]
+    return [m for m in msgs if m["role"] == "user" and m["metadata"].get("source") in (MessageSource.SUB_AGENT,
+                                                                                      MessageSource.BACKGROUND_COMMAND)]

@@ -7,6 +7,8 @@ import time
 
 import socketio
 
+from modules.event_catalogue import RouteEvent
+from modules.statuses import Route, SendStatus, TaskStatus
 from test.conftest import wait_until
 from test.integration.helpers import history
 from test.scripted_llm import match_system, text
@@ -24,32 +26,32 @@ def test_the_ack_comes_before_the_routing_request_is_answered(server, llm):
     took = time.monotonic() - started
     assert res.status_code == 202
     ack = res.json()
-    assert ack["status"] == "routing" and ack["message_id"] and ack["conversation_id"]
+    assert ack["status"] == SendStatus.ROUTING and ack["message_id"] and ack["conversation_id"]
     assert ack["route"] is None and ack["task_id"] is None
     assert not hold.is_set() and took < 5  # answered while the routing request is still open
     wait_until(lambda: any(ROUTER(r.body) for r in llm.requests), what="the routing request")
     pending = server.get(f"/api/messages/{ack['message_id']}").json()
-    assert pending["status"] == "routing" and pending["route"] is None
+    assert pending["status"] == SendStatus.ROUTING and pending["route"] is None
     hold.set()
     routed = server.routed(ack)
-    assert routed["route"] == "pipeline" and routed["target_agent"] == "MasterAgent"
-    assert server.wait_task(routed["task_id"])["status"] == "succeeded"
+    assert routed["route"] == Route.PIPELINE and routed["target_agent"] == "MasterAgent"
+    assert server.wait_task(routed["task_id"])["status"] == TaskStatus.SUCCEEDED
 
 
 def test_the_route_follows_as_a_room_event(server, llm):
     llm.script(text("Hello."), match=MASTER)
     routes = []
     client = socketio.Client(reconnection=False)
-    client.on("route", routes.append)
+    client.on(RouteEvent.TYPE, routes.append)
     client.connect(server.url, wait_timeout=10)
     try:
         ack = client.call("send_message", {"message": "hello"}, timeout=10)
-        assert ack["status"] == "routing"
+        assert ack["status"] == SendStatus.ROUTING
         first = wait_until(lambda: next((r for r in routes if r["message_id"] == ack["message_id"]
                                          and "idx" not in r), None), what="the room's route event")
     finally:
         client.disconnect()
-    assert first["route"] == "pipeline" and first["target_agent"] == "MasterAgent" and "task_id" not in first
+    assert first["route"] == Route.PIPELINE and first["target_agent"] == "MasterAgent" and "task_id" not in first
 
 
 def test_a_fast_path_message_waits_for_an_earlier_one_still_routing(server, llm):
@@ -63,10 +65,11 @@ def test_a_fast_path_message_waits_for_an_earlier_one_still_routing(server, llm)
     slow = server.post("/api/tasks", {"message": "something entirely different", "conversation_id": cid}).json()
     wait_until(lambda: len([r for r in llm.requests if ROUTER(r.body)]) == 2, what="the second routing request")
     quick = server.post("/api/tasks", {"message": "ok", "conversation_id": cid}).json()
-    assert quick["status"] == "routing"
-    assert server.get(f"/api/messages/{quick['message_id']}").json()["status"] == "routing"  # behind the slow one
+    assert quick["status"] == SendStatus.ROUTING
+    held_quick = server.get(f"/api/messages/{quick['message_id']}").json()
+    assert held_quick["status"] == SendStatus.ROUTING  # behind the slow one
     hold.set()
-    assert server.routed(quick)["route"] == "fast_path"
+    assert server.routed(quick)["route"] == Route.FAST_PATH
     server.routed(slow)
     wait_until(lambda: not server.get(f"/api/conversations/{cid}/running-status").json()["is_main_running"],
                what="all turns done")
@@ -84,8 +87,8 @@ def test_a_message_stored_but_not_routed_is_routed_after_a_restart(server, llm):
     llm.script(text("Routed after all."), match=MASTER)
     server.start()
     routed = server.routed(ack)
-    assert routed["route"] == "pipeline" and routed["target_agent"] == "MasterAgent"
-    assert server.wait_task(routed["task_id"])["status"] == "succeeded"
+    assert routed["route"] == Route.PIPELINE and routed["target_agent"] == "MasterAgent"
+    assert server.wait_task(routed["task_id"])["status"] == TaskStatus.SUCCEEDED
     users = [m["content"].split("\n")[0] for m in history(server, ack["conversation_id"]) if m["role"] == "user"]
     assert users == ["route me after the crash"]
 
@@ -107,6 +110,6 @@ def test_a_retried_send_while_routing_returns_the_same_message(server, llm):
 def test_a_message_is_only_visible_to_its_sender(auth_server, llm):
     server = auth_server
     sent = server.send("hello")
-    assert server.get(f"/api/messages/{sent['message_id']}").json()["status"] == "routed"
+    assert server.get(f"/api/messages/{sent['message_id']}").json()["status"] == SendStatus.ROUTED
     assert server.get(f"/api/messages/{sent['message_id']}", token="tok-bob").status_code == 404
     assert server.get("/api/messages/no-such-message").status_code == 404

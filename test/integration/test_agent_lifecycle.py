@@ -9,6 +9,8 @@ import sqlite3
 import threading
 import time
 
+from modules.event_catalogue import AgentStateEvent, AskUserEvent, ToolResultEvent
+from modules.statuses import AgentState, Delivery, MessageSource, Route, TaskStatus, Visibility
 from test.conftest import wait_until
 from test.integration.helpers import master_tasks
 from test.scripted_llm import match_system, text, tool_calls
@@ -19,7 +21,7 @@ INFO = match_system("You are InfoAgent_1 ")
 
 def _results(task, name):
     return [json.loads(e["data"]["result"]) for e in task["events"]
-            if e["type"] == "tool_result" and e["data"]["name"] == name]
+            if e["type"] == ToolResultEvent.TYPE and e["data"]["name"] == name]
 
 
 def test_ask_user_times_out_with_a_clear_result_and_closes_the_question(make_server, llm):
@@ -30,19 +32,19 @@ def test_ask_user_times_out_with_a_clear_result_and_closes_the_question(make_ser
     sent = server.send("plan a trip")
     cid = sent["conversation_id"]
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded"
-    [asked] = [e["data"] for e in task["events"] if e["type"] == "ask_user"]
+    assert task["status"] == TaskStatus.SUCCEEDED
+    [asked] = [e["data"] for e in task["events"] if e["type"] == AskUserEvent.TYPE]
     [result] = _results(task, "ask_user")
     assert result == {"success": False, "error": "the user did not answer within 1 s",
                       "question_id": asked["question_id"]}
-    states = [e["data"]["state"] for e in task["events"] if e["type"] == "agent_state"]
-    assert states == ["running", "waiting", "running", "completed"]
+    states = [e["data"]["state"] for e in task["events"] if e["type"] == AgentStateEvent.TYPE]
+    assert states == [AgentState.RUNNING, AgentState.WAITING, AgentState.RUNNING, AgentState.COMPLETED]
     # The question is closed: a later message is an ordinary one, not its answer.
     late = server.post("/api/tasks", {"message": "Rome", "conversation_id": cid, "question_id": asked["question_id"]})
     assert late.status_code == 409 and late.json()["code"] == "stale_question"
     after = server.send("Rome", cid)
-    assert after["route"] != "hil" and after["delivery"] == "triggered_new_turn"
-    assert server.wait_task(after["task_id"])["status"] == "succeeded"
+    assert after["route"] != Route.HIL and after["delivery"] == Delivery.TRIGGERED_NEW_TURN
+    assert server.wait_task(after["task_id"])["status"] == TaskStatus.SUCCEEDED
 
 
 def test_a_blocking_sub_agent_past_its_timeout_leaves_the_master_and_reports_later(make_server, llm):
@@ -58,7 +60,7 @@ def test_a_blocking_sub_agent_past_its_timeout_leaves_the_master_and_reports_lat
     started = time.monotonic()
     task = server.wait_task(sent["task_id"], timeout=20)  # `slow` is never set before this returns
     assert time.monotonic() - started >= 0.9
-    assert task["status"] == "succeeded"
+    assert task["status"] == TaskStatus.SUCCEEDED
     [result] = _results(task, "create_sub_agent")
     assert result["success"] is False and result["display_name"] == "InfoAgent_1"
     assert result["error"].startswith("stopped or timed out while waiting")
@@ -86,7 +88,7 @@ def test_the_master_terminates_a_sub_agent_which_then_takes_no_messages(server, 
     wait_until(lambda: any(INFO(r.body) for r in llm.requests), what="the helper's model call")
     helper_running.set()
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded"
+    assert task["status"] == TaskStatus.SUCCEEDED
     terminated, again = _results(task, "terminate_sub_agent")
     assert terminated == {"success": True, "display_name": "InfoAgent_1", "status": "terminated"}
     assert again == {"success": False, "error": "InfoAgent_1 is already terminated"}
@@ -96,7 +98,7 @@ def test_the_master_terminates_a_sub_agent_which_then_takes_no_messages(server, 
     [helper] = server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]
     helper_tasks = [t for t in server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
                     if t["agent_id"] == helper["agent_id"]]
-    assert [server.wait_task(t["task_id"])["status"] for t in helper_tasks] == ["stopped"]
+    assert [server.wait_task(t["task_id"])["status"] for t in helper_tasks] == [TaskStatus.STOPPED]
     users = [m["content"] for m in server.get(f"/api/conversations/{cid}/messages?agent=InfoAgent_1").json()["data"]
              if m["role"] == "user"]
     assert users == ["long research"]
@@ -121,12 +123,13 @@ def test_an_agent_left_running_without_a_task_is_released_at_start_up_and_its_qu
             "source_display_name, type, content, question_id, metadata, status, consumed_by, created_at, "
             "consumed_at) VALUES ('orphan-1', ?, ?, NULL, 'user', 'message', 'still there?', NULL, ?, "
             "'queued', NULL, ?, NULL)",
-            (cid, master["agent_id"], json.dumps({"source": "user", "visibility": "chat"}), time.time()))
+            (cid, master["agent_id"], json.dumps({"source": MessageSource.USER, "visibility": Visibility.CHAT}),
+             time.time()))
     llm.script(text("Yes, still here."), match=MASTER)
     server.start()
     follow = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the queued turn")
     task = server.wait_task(follow[1]["task_id"])
-    assert task["status"] == "succeeded" and task["events"][0]["data"]["message"] == "still there?"
+    assert task["status"] == TaskStatus.SUCCEEDED and task["events"][0]["data"]["message"] == "still there?"
     assert llm.agent_requests[-1].body["messages"][-1] == {"role": "user", "content": "still there?"}
     agents = server.get(f"/api/conversations/{cid}/agents").json()["data"]
-    assert agents[0]["state"] == "completed" and agents[0]["pending_count"] == 0
+    assert agents[0]["state"] == AgentState.COMPLETED and agents[0]["pending_count"] == 0

@@ -9,6 +9,8 @@ import pytest
 import requests
 import socketio
 
+from modules.event_catalogue import SuggestionsEvent, TaskCompleteEvent, TextEndEvent, ToolResultEvent, ToolStartEvent
+from modules.statuses import AgentState, TaskStatus
 from test.conftest import ROOT, event_types, run_refused_start
 from test.scripted_llm import text, tool_calls
 
@@ -42,7 +44,7 @@ def test_tokens_and_ownership(auth_server, llm):
     assert [(m["role"], m["content"]) for m in messages] == [("user", "private"), ("assistant", "hi alice")]
     assert [t["task_id"] for t in auth_server.get(f"/api/tasks?conversation_id={cid}").json()["data"]] == [tid]
     assert [a["pending_count"] for a in auth_server.get(f"/api/conversations/{cid}/agents").json()["data"]] == [0]
-    assert auth_server.get(f"/api/tasks/{tid}").json()["status"] == "succeeded"
+    assert auth_server.get(f"/api/tasks/{tid}").json()["status"] == TaskStatus.SUCCEEDED
     assert auth_server.get(f"/api/conversations/{cid}").json()["title"] == "private"
 
     # sockets need the token too
@@ -114,13 +116,13 @@ def test_conversation_listing_and_agents(server, llm):
             **agents[0],
             "display_name": "MasterAgent",
             "role": "MasterAgent",
-            "state": "completed",
+            "state": AgentState.COMPLETED,
             "parent_id": None,
             "pending_count": 0,
         }
     ]
     tasks = server.get(f"/api/tasks?conversation_id={b['conversation_id']}").json()["data"]
-    assert len(tasks) == 1 and tasks[0]["status"] == "succeeded" and tasks[0]["task_type"] == "chat"
+    assert len(tasks) == 1 and tasks[0]["status"] == TaskStatus.SUCCEEDED and tasks[0]["task_type"] == "chat"
     assert server.get(f"/api/tasks?conversation_id={b['conversation_id']}&status=active").json()["data"] == []
 
 
@@ -135,10 +137,10 @@ def test_demo_model_answers_and_runs_a_command_without_a_key(make_server, llm):
     health = server.get("/healthz").json()
     assert health["model"] == "demo" and health["demo_model"] is True
     task = server.wait_task(server.send("run `echo demo-works`")["task_id"])
-    assert task["status"] == "succeeded"
-    types = [t for t in event_types(task) if t != "suggestions"]  # suggestions may follow the reply
-    assert "tool_start" in types and "tool_result" in types and types[-1] == "task_complete"
-    final = [e for e in task["events"] if e["type"] == "text_end"][-1]["data"]["content"]
+    assert task["status"] == TaskStatus.SUCCEEDED
+    types = [t for t in event_types(task) if t != SuggestionsEvent.TYPE]  # suggestions may follow the reply
+    assert ToolStartEvent.TYPE in types and ToolResultEvent.TYPE in types and types[-1] == TaskCompleteEvent.TYPE
+    final = [e for e in task["events"] if e["type"] == TextEndEvent.TYPE][-1]["data"]["content"]
     assert "demo-works" in final
     assert llm.agent_requests == []
 
@@ -163,6 +165,6 @@ def test_tool_call_ids_are_unique_per_call(server, llm):
     llm.script(tool_calls(("run_command", {"command": "echo a"}), ("run_command", {"command": "echo b"})))
     llm.script(text("both ran"))
     task = server.wait_task(server.send("two")["task_id"])
-    starts = [e["data"]["tool_call_id"] for e in task["events"] if e["type"] == "tool_start"]
-    results = [e["data"]["tool_call_id"] for e in task["events"] if e["type"] == "tool_result"]
+    starts = [e["data"]["tool_call_id"] for e in task["events"] if e["type"] == ToolStartEvent.TYPE]
+    results = [e["data"]["tool_call_id"] for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     assert starts == results and len(set(starts)) == 2

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import socketio
 
+from modules.event_catalogue import ErrorEvent, ToolResultEvent
+from modules.statuses import TaskStatus
 from test.conftest import TWO_USERS, event_types
 from test.db_urls import fresh_database
 from test.scripted_llm import StepUsage, text, tool_calls
@@ -36,7 +38,7 @@ def test_a_user_over_budget_gets_429_on_every_process_while_another_user_is_unaf
         assert first.status_code == 202
         task_id = a.routed(first.json())["task_id"]
         task = a.wait_task(task_id)
-        assert task["status"] == "succeeded"
+        assert task["status"] == TaskStatus.SUCCEEDED
 
         for server in (a, b):  # the database holds the ledger: the other process knows too
             refused = _send(server, "more", "tok-alice")
@@ -71,9 +73,10 @@ def test_a_turn_that_crosses_the_budget_ends_after_its_round_with_a_clear_error(
                text("never asked"))
     sent = server.send("work on it")
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "budget_exceeded"
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "budget_exceeded"
     types = event_types(task)
-    assert types[-1] == "error" and "tool_result" in types  # the round ended: its tool ran, its result is kept
+    # The round ended: its tool ran, its result is kept.
+    assert types[-1] == ErrorEvent.TYPE and ToolResultEvent.TYPE in types
     error = task["events"][-1]["data"]
     assert error["code"] == "budget_exceeded" and error["resets_at"] == _tomorrow_midnight()
     assert "resets at" in error["message"]

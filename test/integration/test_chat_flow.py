@@ -9,6 +9,19 @@ import time
 
 import socketio
 
+from modules.event_catalogue import (
+    AiMessageStartEvent,
+    AskUserEvent,
+    ErrorEvent,
+    TaskCompleteEvent,
+    TaskEndEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    ToolResultEvent,
+    ToolStartEvent,
+    UserMessageEvent,
+)
+from modules.statuses import AgentState, Delivery, MessageSource, Route, TaskStatus, Visibility
 from test.conftest import event_types, wait_until
 from test.integration.helpers import master_tasks
 from test.scripted_llm import error, hang, text, tool_calls
@@ -23,33 +36,33 @@ def test_rest_flow_streams_runs_a_command_and_survives_restart(server, llm):
     llm.script(text("The command printed hello-from-tool.", chunk_size=5))
 
     sent = server.send("please run echo")
-    assert sent["route"] == "pipeline" and sent["delivery"] == "triggered_new_turn"
+    assert sent["route"] == Route.PIPELINE and sent["delivery"] == Delivery.TRIGGERED_NEW_TURN
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded", task
+    assert task["status"] == TaskStatus.SUCCEEDED, task
     types = event_types(task)
 
     # the order a REST poller relies on
     order = [
-        "user_message",
-        "ai_message_start",
-        "text_chunk",
-        "tool_start",
-        "tool_result",
-        "ai_message_start",
-        "text_chunk",
-        "text_end",
-        "task_complete",
+        UserMessageEvent.TYPE,
+        AiMessageStartEvent.TYPE,
+        TextChunkEvent.TYPE,
+        ToolStartEvent.TYPE,
+        ToolResultEvent.TYPE,
+        AiMessageStartEvent.TYPE,
+        TextChunkEvent.TYPE,
+        TextEndEvent.TYPE,
+        TaskCompleteEvent.TYPE,
     ]
     pos = -1
     for name in order:
         pos = types.index(name, pos + 1)  # raises when an event is missing or out of order
-    assert types[-1] == "task_complete"
+    assert types[-1] == TaskCompleteEvent.TYPE
     assert [e["idx"] for e in task["events"]] == list(range(len(types)))
 
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["success"] is True and result["exit_code"] == 0
     assert "hello-from-tool" in result["output"]
-    chunks = [e["data"]["content"] for e in task["events"] if e["type"] == "text_chunk"]
+    chunks = [e["data"]["content"] for e in task["events"] if e["type"] == TextChunkEvent.TYPE]
     assert "".join(chunks).endswith("The command printed hello-from-tool.")
 
     # the second model call saw the tool's result right after the assistant's tool call
@@ -73,7 +86,7 @@ def test_rest_flow_streams_runs_a_command_and_survives_restart(server, llm):
 
     msgs = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant"]
-    assert msgs[0]["metadata"]["source"] == "user" and msgs[0]["message_id"] == sent["message_id"]
+    assert msgs[0]["metadata"]["source"] == MessageSource.USER and msgs[0]["message_id"] == sent["message_id"]
 
 
 def test_socketio_flow_gets_the_same_events_as_the_log(server, llm):
@@ -86,7 +99,7 @@ def test_socketio_flow_gets_the_same_events_as_the_log(server, llm):
     @client.on("*")
     def catch_all(event, data):
         received.append((event, data))
-        if event in ("task_complete", "error", "task_stopped"):
+        if event in (TaskCompleteEvent.TYPE, ErrorEvent.TYPE, TaskEndEvent.TYPE):
             finished.set()
 
     client.connect(server.url, wait_timeout=10)
@@ -99,7 +112,7 @@ def test_socketio_flow_gets_the_same_events_as_the_log(server, llm):
     log = server.wait_task(ack["task_id"])
     socket_events = [(e, d["idx"]) for e, d in received if d.get("task_id") == ack["task_id"]]
     assert socket_events == [(e["type"], e["idx"]) for e in log["events"]]
-    assert received[-1][0] == "task_complete"
+    assert received[-1][0] == TaskCompleteEvent.TYPE
 
 
 def test_join_conversation_and_stop_over_socket(server, llm):
@@ -108,9 +121,9 @@ def test_join_conversation_and_stop_over_socket(server, llm):
     conv = server.post("/api/conversations", {"title": "socket stop"}).json()
     stopped = threading.Event()
     client = socketio.Client(reconnection=False)
-    client.on("task_stopped", lambda data: stopped.set())
+    client.on(TaskEndEvent.TYPE, lambda data: stopped.set())
     started = threading.Event()
-    client.on("tool_start", lambda data: started.set())
+    client.on(ToolStartEvent.TYPE, lambda data: started.set())
     client.connect(server.url, wait_timeout=10)
     try:
         assert client.call("join_conversation", {"conversation_id": conv["conversation_id"]})["success"]
@@ -124,8 +137,8 @@ def test_join_conversation_and_stop_over_socket(server, llm):
     finally:
         client.disconnect()
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "stopped"
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert task["status"] == TaskStatus.STOPPED
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["success"] is False and "stopped" in result["error"]
     assert len(llm.agent_requests) == 1
 
@@ -134,9 +147,9 @@ def test_model_500_twice_then_success_completes(server, llm):
     llm.script(error(500), error(500), text("third time lucky"))
     sent = server.send("hello")
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded"
+    assert task["status"] == TaskStatus.SUCCEEDED
     assert len(llm.agent_requests) == 3
-    text_end = [e for e in task["events"] if e["type"] == "text_end"]
+    text_end = [e for e in task["events"] if e["type"] == TextEndEvent.TYPE]
     assert text_end[-1]["data"]["content"] == "third time lucky"
 
 
@@ -144,20 +157,20 @@ def test_model_that_keeps_failing_gives_a_clear_error(server, llm):
     llm.set_default(error(500, "upstream is down"))
     sent = server.send("hello")
     task = server.wait_task(sent["task_id"], timeout=30)
-    assert task["status"] == "failed"
+    assert task["status"] == TaskStatus.FAILED
     err = task["events"][-1]
-    assert err["type"] == "error" and err["data"]["code"] == "server_error"
+    assert err["type"] == ErrorEvent.TYPE and err["data"]["code"] == "server_error"
     assert task["error"]["code"] == "server_error"
     # the conversation stays usable afterwards
     llm.set_default(text("back again"))
     again = server.wait_task(server.send("retry", sent["conversation_id"])["task_id"])
-    assert again["status"] == "succeeded"
+    assert again["status"] == TaskStatus.SUCCEEDED
 
 
 def test_rate_limit_is_retried(server, llm):
     llm.script(error(429, "slow down", retry_after=0.1), text("after the limit"))
     task = server.wait_task(server.send("hi")["task_id"])
-    assert task["status"] == "succeeded" and len(llm.agent_requests) == 2
+    assert task["status"] == TaskStatus.SUCCEEDED and len(llm.agent_requests) == 2
 
 
 def test_malformed_tool_arguments_become_a_tool_error(server, llm):
@@ -166,8 +179,8 @@ def test_malformed_tool_arguments_become_a_tool_error(server, llm):
     )
     llm.script(text("I see the errors."))
     task = server.wait_task(server.send("go")["task_id"])
-    assert task["status"] == "succeeded"
-    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    assert task["status"] == TaskStatus.SUCCEEDED
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     assert [r["success"] for r in results] == [False, False, False]
     assert "not valid JSON" in results[0]["error"]
     assert "unknown tool" in results[1]["error"]
@@ -187,7 +200,7 @@ def test_command_runs_in_the_conversation_workspace_with_timeout_and_tail(server
     llm.script(text("ok"))
     sent = server.send("inspect")
     task = server.wait_task(sent["task_id"])
-    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     assert results[0]["output"].strip() == "/workspace"  # the sandbox's view of the conversation's workspace
     assert (server.workspace(sent["conversation_id"]) / "here.txt").read_text() == "here\n"
     assert results[1]["success"] is False and "timed out" in results[1]["error"]
@@ -202,16 +215,16 @@ def test_cancel_closes_open_tool_calls_and_history_stays_valid(server, llm):
     sent = server.send("long job")
     cid = sent["conversation_id"]
     llm.wait_for_requests(1)
-    server.wait_event(sent["task_id"], "tool_start")  # the command is running: cancel it
+    server.wait_event(sent["task_id"], ToolStartEvent.TYPE)  # the command is running: cancel it
     res = server.post(f"/api/tasks/{sent['task_id']}/cancel")
     assert res.status_code == 200, res.text
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "stopped" and event_types(task)[-1] == "task_stopped"
+    assert task["status"] == TaskStatus.STOPPED and event_types(task)[-1] == TaskEndEvent.TYPE
     assert server.post(f"/api/tasks/{sent['task_id']}/cancel").status_code == 409
 
     llm.script(text("fresh start"))
     again = server.wait_task(server.send("next", cid)["task_id"])
-    assert again["status"] == "succeeded"
+    assert again["status"] == TaskStatus.SUCCEEDED
     body = llm.agent_requests[-1].body
     calls = body["messages"][2]["tool_calls"]
     tool_msgs = _tool_messages(body)
@@ -248,7 +261,7 @@ def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_
     llm.script(tool_calls(("ask_user", {"question": "Which file?"})), text("Opening notes.txt now."))
     sent = server.send("open a file")
     cid = sent["conversation_id"]
-    ask = server.wait_event(sent["task_id"], "ask_user")
+    ask = server.wait_event(sent["task_id"], AskUserEvent.TYPE)
     master = server.get(f"/api/conversations/{cid}/agents").json()["data"][0]
     # As if the ask had just taken the user's answer from the queue when its process was killed, before
     # it wrote the answer into the history as the ask's result.
@@ -258,13 +271,14 @@ def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_
             "source_display_name, type, content, question_id, metadata, status, consumed_by, created_at, "
             "consumed_at) VALUES (?, ?, ?, NULL, 'user', 'answer', 'notes.txt', ?, ?, 'consumed', ?, ?, ?)",
             ("answer-1", cid, master["agent_id"], ask["question_id"],
-             json.dumps({"source": "user", "visibility": "chat", "route": "hil"}), f"ask:{ask['question_id']}",
+             json.dumps({"source": MessageSource.USER, "visibility": Visibility.CHAT, "route": Route.HIL}),
+             f"ask:{ask['question_id']}",
              time.time(), time.time()))
     server.kill()
     server.start()
-    assert server.wait_task(sent["task_id"])["status"] == "failed"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.FAILED
     follow_up = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t[1], what="a new turn")
-    assert server.wait_task(follow_up["task_id"])["status"] == "succeeded"
+    assert server.wait_task(follow_up["task_id"])["status"] == TaskStatus.SUCCEEDED
     last = llm.agent_requests[-1].body["messages"]
     assert last[-1] == {"role": "user", "content": "notes.txt"}
     assert json.loads(last[-2]["content"])["success"] is False  # the ask's call, closed by the recovery
@@ -273,16 +287,16 @@ def test_an_answer_taken_by_an_ask_that_died_before_writing_it_comes_back_after_
 def test_sigkill_mid_task_is_recovered_with_a_valid_history(server, llm):
     llm.script(tool_calls(("run_command", {"command": "sleep 30"})))
     sent = server.send("start something long")
-    server.wait_event(sent["task_id"], "tool_start")
+    server.wait_event(sent["task_id"], ToolStartEvent.TYPE)
     server.kill()
     server.start()
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "interrupted"
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "interrupted"
     agents = server.get(f"/api/conversations/{sent['conversation_id']}/agents").json()["data"]
-    assert agents[0]["state"] == "idle"
+    assert agents[0]["state"] == AgentState.IDLE
     llm.script(text("recovered"))
     again = server.wait_task(server.send("hello again", sent["conversation_id"])["task_id"])
-    assert again["status"] == "succeeded"
+    assert again["status"] == TaskStatus.SUCCEEDED
     body = llm.agent_requests[-1].body
     assert [m["role"] for m in body["messages"][1:]] == ["user", "assistant", "tool", "user"]
 
@@ -291,4 +305,4 @@ def test_hanging_model_times_out_into_an_error(make_server, llm):
     server = make_server(env={"LLM_TIMEOUT_S": "0.5", "LLM_MAX_RETRIES": "1"})
     llm.set_default(hang(3))
     task = server.wait_task(server.send("anyone there?")["task_id"], timeout=20)
-    assert task["status"] == "failed" and task["error"]["code"] == "timeout"
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "timeout"

@@ -9,6 +9,8 @@ import threading
 import pytest
 import socketio
 
+from modules.event_catalogue import TextChunkEvent
+from modules.statuses import CommandStatus, Delivery, TaskStatus, Visibility
 from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.scripted_llm import text, tool_calls
@@ -17,7 +19,7 @@ from test.scripted_llm import text, tool_calls
 def _chat(server, llm, message: str, reply: str, conversation_id: str | None = None) -> dict:
     llm.script(text(reply))
     sent = server.send(message, conversation_id)
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     return sent
 
 
@@ -64,7 +66,7 @@ def test_export_markdown_and_json_hold_every_agent_master_first(auth_server, llm
     llm.script(text("Open 10:00-18:00."))  # the sub-agent
     llm.script(text("The museum opens at ten."))  # the master, with the sub-agent's result
     sent = auth_server.send("When does the museum open?")
-    assert auth_server.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+    assert auth_server.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
     cid = sent["conversation_id"]
 
     res = auth_server.get(f"/api/conversations/{cid}/export", params={"format": "json"})
@@ -106,16 +108,16 @@ def test_regenerate_answers_the_last_user_message_again_and_keeps_the_old_answer
     res = auth_server.post(f"/api/conversations/{cid}/regenerate")
     assert res.status_code == 202, res.text
     answer = res.json()
-    assert answer["delivery"] == "triggered_new_turn" and answer["target_agent"] == "MasterAgent"
+    assert answer["delivery"] == Delivery.TRIGGERED_NEW_TURN and answer["target_agent"] == "MasterAgent"
     assert answer["task_id"] and answer["task_id"] != sent["task_id"]
-    assert auth_server.wait_task(answer["task_id"])["status"] == "succeeded"
+    assert auth_server.wait_task(answer["task_id"])["status"] == TaskStatus.SUCCEEDED
     request = llm.agent_requests[-1].body["messages"]
     # the old answer is an older version of the turn: it left the model's view (API.md, "Versions of a turn")
     assert [m["content"] for m in request[1:]] == ["Name a colour"]
     history = auth_server.get(f"/api/conversations/{cid}/messages").json()["data"]
     assert [m["content"] for m in history if m["role"] == "assistant"] == ["Red.", "Blue."]
     copy = [m for m in history if m["role"] == "user"][-1]
-    assert copy["metadata"]["visibility"] == "hidden"
+    assert copy["metadata"]["visibility"] == Visibility.HIDDEN
     assert copy["metadata"]["regenerate_of"] == sent["message_id"]
 
     release = threading.Event()
@@ -126,7 +128,7 @@ def test_regenerate_answers_the_last_user_message_again_and_keeps_the_old_answer
         assert (res.status_code, res.json()["code"]) == (409, "task_in_progress")
     finally:
         release.set()
-    assert auth_server.wait_task(running["task_id"])["status"] == "succeeded"
+    assert auth_server.wait_task(running["task_id"])["status"] == TaskStatus.SUCCEEDED
 
 
 def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, llm):
@@ -135,9 +137,9 @@ def test_delete_stops_the_work_and_every_endpoint_then_answers_404(auth_server, 
     llm.script(text("still streaming " * 40, chunk_size=4, delay_s=0.1))  # ~16 s unless stopped
     sent = auth_server.send("start something long")
     cid = sent["conversation_id"]
-    auth_server.wait_event(sent["task_id"], "text_chunk", timeout=20)
+    auth_server.wait_event(sent["task_id"], TextChunkEvent.TYPE, timeout=20)
     commands = auth_server.get("/api/background_commands", params={"conversation_id": cid}).json()["data"]
-    assert [c["status"] for c in commands] == ["running"]
+    assert [c["status"] for c in commands] == [CommandStatus.RUNNING]
     workspace = auth_server.workspace(cid)
     assert workspace.is_dir()
     images = sorted((auth_server.data_dir / "workspace_images").glob(f"{cid}.*"))
@@ -197,7 +199,7 @@ def test_rename_search_export_and_delete_on(kind, make_server, llm, tmp_path):
         llm.script(tool_calls(("run_command", {"command": "echo 50%_done > out.txt"})))
         llm.script(text("Wrote 50%_done to OUT.TXT."))
         sent = server.send("write the progress file")
-        assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+        assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
         cid = sent["conversation_id"]
         other = server.post("/api/conversations", {"title": "50 percent"}).json()["conversation_id"]
         assert server.request("PATCH", f"/api/conversations/{cid}", json={"title": "Ünïcode ✓"}).status_code == 200

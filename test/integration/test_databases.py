@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from modules.event_catalogue import ToolResultEvent
+from modules.statuses import TaskStatus
 from test.conftest import ROOT, event_types, wait_until
 from test.db_urls import fresh_database
 from test.integration.helpers import MASTER, history, master_tasks, notices
@@ -27,12 +29,12 @@ def test_server_flow_on(kind, make_server, llm, tmp_path):
         llm.script(text("background done"), match=MASTER)
         sent = server.send("run things")
         task = server.wait_task(sent["task_id"])
-        assert task["status"] == "succeeded" and "tool_result" in event_types(task)
-        result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+        assert task["status"] == TaskStatus.SUCCEEDED and ToolResultEvent.TYPE in event_types(task)
+        result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
         assert f"on-{kind}" in result["output"]
         cid = sent["conversation_id"]
         tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="follow-up")
-        assert server.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
+        assert server.wait_task(tasks[1]["task_id"])["status"] == TaskStatus.SUCCEEDED
         assert len(notices(history(server, cid))) == 1
         server.restart()
         assert server.get(f"/api/tasks/{sent['task_id']}").json()["events"] == task["events"]

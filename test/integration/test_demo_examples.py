@@ -3,14 +3,21 @@ event the server sends meanwhile checked against the event catalogue (modules/ev
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-import socketio
-from pydantic import ValidationError
 
-from modules.event_catalogue import EVENTS, wire_model
+from modules.event_catalogue import (
+    AgentStateEvent,
+    AiMessageStartEvent,
+    AskUserEvent,
+    RouteEvent,
+    SuggestionsEvent,
+    TaskCompleteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    ToolResultEvent,
+    ToolStartEvent,
+    UserMessageEvent,
+)
 from modules.llm.demo_model import (
     EXAMPLE_ASK_USER,
     EXAMPLE_BACKGROUND_COMMAND,
@@ -18,45 +25,9 @@ from modules.llm.demo_model import (
     EXAMPLE_SUB_AGENT_QUESTION,
     EXAMPLES,
 )
+from modules.statuses import TaskStatus
 from test.conftest import wait_until
-
-MODELS = {name: wire_model(cls) for name, cls in EVENTS.items()}
-
-
-def conforms(event_type: str, data: dict[str, Any]) -> str | None:
-    """Why the event does not match the catalogue, or None."""
-    model = MODELS.get(event_type)
-    if model is None:
-        return f"{event_type} is not in the catalogue"
-    try:
-        model.model_validate(data, strict=True)
-    except ValidationError as exc:
-        return f"{event_type}: {exc}"
-    return None
-
-
-class Recorder:
-    """A Socket.IO client in one conversation's room that keeps every event it receives."""
-
-    def __init__(self, url: str, token: str | None = None):
-        self.events: list[tuple[str, dict]] = []
-        self.client = socketio.Client(reconnection=False)
-        self._lock = threading.Lock()
-
-        @self.client.on("*")
-        def _any(event, data):
-            with self._lock:
-                self.events.append((event, data))
-
-        self.client.connect(url, auth={"token": token} if token else None, wait_timeout=10)
-
-    def join(self, conversation_id: str) -> None:
-        ack = self.client.call("join_conversation", {"conversation_id": conversation_id}, timeout=10)
-        assert ack.get("success") is not False, ack
-
-    def seen(self) -> list[tuple[str, dict]]:
-        with self._lock:
-            return list(self.events)
+from test.integration.event_recorder import Recorder, conforms
 
 
 @pytest.fixture
@@ -99,38 +70,39 @@ def test_every_example_shows_its_mechanism_and_every_event_conforms(demo):
         # A background command: started, and its completion notice makes the master report it.
         sent = demo.send(EXAMPLE_BACKGROUND_COMMAND, cid)
         task = demo.wait_task(sent["task_id"], timeout=30)
-        start = next(e["data"] for e in task["events"] if e["type"] == "tool_start")
+        start = next(e["data"] for e in task["events"] if e["type"] == ToolStartEvent.TYPE)
         assert start["name"] == "run_command" and '"run_in_background": true' in start["arguments"]
         # (its reply at the start names the command too: the notice's report is what says how it ended)
         _master_says(demo, cid, "`sleep 3; echo background work done` has succeeded")
-        suggested = demo.wait_event(sent["task_id"], "suggestions")["questions"]
+        suggested = demo.wait_event(sent["task_id"], SuggestionsEvent.TYPE)["questions"]
         assert suggested and set(suggested) <= set(EXAMPLES) and EXAMPLE_BACKGROUND_COMMAND not in suggested
 
         # A question to the user: the card's answer reaches the blocked tool.
         sent = demo.send(EXAMPLE_ASK_USER, cid)
-        asked = demo.wait_event(sent["task_id"], "ask_user", timeout=30)
+        asked = demo.wait_event(sent["task_id"], AskUserEvent.TYPE, timeout=30)
         assert asked["options"] == ["Lisbon", "Porto"]
         demo.send("Porto", cid, question_id=asked["question_id"])
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         _master_says(demo, cid, "You chose **Porto**")
 
         # A background sub-agent that reports back.
         sent = demo.send(EXAMPLE_SUB_AGENT, cid)
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         _master_says(demo, cid, "InfoAgent_1 reported back")
         assert any("Belem Tower" in t for t in _assistant_texts(demo, cid, "InfoAgent_1"))
 
         # A sub-agent's question to the master, answered by the master's tool.
         sent = demo.send(EXAMPLE_SUB_AGENT_QUESTION, cid)
-        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == "succeeded"
+        assert demo.wait_task(sent["task_id"], timeout=30)["status"] == TaskStatus.SUCCEEDED
         texts = _master_says(demo, cid, "InfoAgent_2 reported back")
         assert any("InfoAgent_2 asks me a question" in t for t in texts)
         assert any("My master decided: Lisbon" in t for t in _assistant_texts(demo, cid, "InfoAgent_2"))
-        wait_until(lambda: all(t["status"] in ("succeeded", "failed", "stopped") for t in
+        wait_until(lambda: all(t["status"] in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED) for t in
                                demo.get("/api/tasks", params={"conversation_id": cid}).json()["data"]),
                    30, what="every task to end")
         seen = _check_all_events(demo, cid, recorder)
     finally:
         recorder.client.disconnect()
-    assert {"user_message", "route", "ai_message_start", "text_chunk", "text_end", "tool_start", "tool_result",
-            "agent_state", "ask_user", "suggestions", "task_complete"} <= seen, seen
+    assert {UserMessageEvent.TYPE, RouteEvent.TYPE, AiMessageStartEvent.TYPE, TextChunkEvent.TYPE, TextEndEvent.TYPE,
+            ToolStartEvent.TYPE, ToolResultEvent.TYPE,
+            AgentStateEvent.TYPE, AskUserEvent.TYPE, SuggestionsEvent.TYPE, TaskCompleteEvent.TYPE} <= seen, seen

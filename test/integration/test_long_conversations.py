@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from modules.event_catalogue import ContextCompactedEvent, wire_model
+from modules.event_catalogue import ContextCompactedEvent, TextEndEvent, wire_model
+from modules.statuses import TaskStatus
 from test.scripted_llm import text
 from test.scripted_steps import text_of
 from test.windowed_model import OVERFLOW_ANSWERS, WindowedModel
@@ -34,8 +35,8 @@ def test_a_conversation_that_outgrows_the_window_goes_on_with_its_older_part_sum
         sent = server.send(f"turn {turn}: " + words(80, f"t{turn}w"), cid)
         cid = sent["conversation_id"]
         task = server.wait_task(sent["task_id"])
-        assert task["status"] == "succeeded", (turn, task["events"][-1])
-        compacted += events_of(task, "context_compacted")
+        assert task["status"] == TaskStatus.SUCCEEDED, (turn, task["events"][-1])
+        compacted += events_of(task, ContextCompactedEvent.TYPE)
     assert model.refused == []  # the budget saw every overflow coming
     assert compacted and model.summaries == len(compacted)  # one summary request each
     assert all(c["tokens_after"] < c["tokens_before"] and c["summary"] for c in compacted)
@@ -65,9 +66,9 @@ def test_an_overflow_the_budget_missed_compacts_harder_and_is_asked_once_more(ma
         sent = server.send(f"turn {turn}: " + words(300, f"t{turn}w"), cid)
         cid = sent["conversation_id"]
         task = server.wait_task(sent["task_id"])
-        assert task["status"] == "succeeded", (turn, task["events"][-1])
+        assert task["status"] == TaskStatus.SUCCEEDED, (turn, task["events"][-1])
         if len(model.refused) > before:
-            assert events_of(task, "context_compacted") and len(events_of(task, "text_end")) == 1
+            assert events_of(task, ContextCompactedEvent.TYPE) and len(events_of(task, TextEndEvent.TYPE)) == 1
             retried.append(turn)
     assert len(retried) == 1 and len(model.refused) == 1, (retried, model.refused)
 
@@ -77,15 +78,15 @@ def test_a_message_larger_than_the_window_fails_clearly_and_the_conversation_goe
     server = make_server(env={"MODEL_CONTEXT_TOKENS": str(WINDOW)})
     sent = server.send("hello")
     cid = sent["conversation_id"]
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     big = server.send("huge: " + words(2700, "x"), cid)
     task = server.wait_task(big["task_id"])
-    assert task["status"] == "failed"
+    assert task["status"] == TaskStatus.FAILED
     [failure] = events_of(task, "error")
     assert failure["code"] == "context_too_large" and "4000 tokens" in failure["message"]
     assert model.refused == [] and len(model.sizes) == 1  # never sent
     after = server.send("and a short one", cid)
-    assert server.wait_task(after["task_id"])["status"] == "succeeded"
+    assert server.wait_task(after["task_id"])["status"] == TaskStatus.SUCCEEDED
     body = llm.agent_requests[-1].body
     assert last_user(body) == "and a short one"
     huge = next(text_of(m) for m in body["messages"] if text_of(m).startswith("huge: "))

@@ -8,6 +8,8 @@ import threading
 
 import socketio
 
+from modules.event_catalogue import AskUserEvent, TaskCompleteEvent, TextChunkEvent, ToolResultEvent, ToolStartEvent
+from modules.statuses import AgentState, CommandStatus, Delivery, Route, TaskStatus
 from test.conftest import wait_until
 from test.db_urls import fresh_database
 from test.integration.helpers import MASTER, master_tasks
@@ -32,7 +34,7 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path, redis_url
         @client.on("*")
         def on_event(event, data):
             seen.append((event, data.get("task_id")))
-            if event == "task_complete" and data.get("task_id") == first["task_id"]:
+            if event == TaskCompleteEvent.TYPE and data.get("task_id") == first["task_id"]:
                 done.set()
 
         client.connect(b.url, wait_timeout=10)
@@ -41,7 +43,7 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path, redis_url
                 first["task_id"]
             # a message sent through B while A's turn runs goes into A's turn, never a second turn at once
             second = b.send("second", cid)
-            assert second["delivery"] == "injected_inline" and second["task_id"] == first["task_id"]
+            assert second["delivery"] == Delivery.INJECTED_INLINE and second["task_id"] == first["task_id"]
             status = b.get(f"/api/conversations/{cid}/running-status").json()
             assert status["is_main_running"] and status["main_task_id"] == first["task_id"]
             hold.set()
@@ -49,29 +51,30 @@ def test_two_processes_share_conversations(make_server, llm, tmp_path, redis_url
         finally:
             client.disconnect()
         tasks = wait_until(lambda: (t := master_tasks(b, cid)) and len(t) == 2 and t, what="the follow-up turn")
-        assert a.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
-        assert any(event == "text_chunk" for event, _ in seen)
+        assert a.wait_task(tasks[1]["task_id"])["status"] == TaskStatus.SUCCEEDED
+        assert any(event == TextChunkEvent.TYPE for event, _ in seen)
 
         # a stop sent to B stops the task that A runs
         llm.script(tool_calls(("run_command", {"command": "sleep 30"})), match=MASTER)
         long = a.send("long job", cid)
-        b.wait_event(long["task_id"], "tool_start")  # the command started
+        b.wait_event(long["task_id"], ToolStartEvent.TYPE)  # the command started
         assert b.post(f"/api/tasks/{long['task_id']}/cancel").status_code == 200
-        assert b.wait_task(long["task_id"], timeout=15)["status"] == "stopped"
+        assert b.wait_task(long["task_id"], timeout=15)["status"] == TaskStatus.STOPPED
 
         # restarting B leaves A's running work alone; killing A hands its work to B
         never = threading.Event()
         llm.script(text("never finishes", wait=never), match=MASTER)
         held = a.send("hold on", cid)
-        wait_until(lambda: b.get(f"/api/tasks/{held['task_id']}").json()["status"] == "running", what="running")
+        wait_until(lambda: b.get(f"/api/tasks/{held['task_id']}").json()["status"] == TaskStatus.RUNNING,
+                   what="running")
         b.kill()
         b.start()
-        assert b.get(f"/api/tasks/{held['task_id']}").json()["status"] == "running"
+        assert b.get(f"/api/tasks/{held['task_id']}").json()["status"] == TaskStatus.RUNNING
         a.kill()
         task = b.wait_task(held["task_id"], timeout=20)
-        assert task["status"] == "failed" and task["error"]["code"] == "interrupted"
+        assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "interrupted"
         agents = b.get(f"/api/conversations/{cid}/agents").json()["data"]
-        assert agents[0]["state"] == "idle"
+        assert agents[0]["state"] == AgentState.IDLE
         never.set()
 
 
@@ -88,11 +91,11 @@ def test_a_stalled_process_loses_its_task_and_does_not_write_after_the_takeover(
         os.kill(a.proc.pid, signal.SIGSTOP)  # A stops heartbeating with its turn open
         try:
             task = b.wait_task(sent["task_id"], timeout=40)
-            assert task["status"] == "failed" and task["error"]["code"] == "interrupted"
+            assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "interrupted"
             llm.script(text("fresh answer from B"), match=MASTER)
             second = b.send("next", cid)
-            assert second["delivery"] == "triggered_new_turn"
-            assert b.wait_task(second["task_id"])["status"] == "succeeded"
+            assert second["delivery"] == Delivery.TRIGGERED_NEW_TURN
+            assert b.wait_task(second["task_id"])["status"] == TaskStatus.SUCCEEDED
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)
         hold.set()
@@ -114,19 +117,19 @@ def test_peer_signals_answer_an_ask_and_stop_a_task_in_another_process_without_w
         llm.script(text("Reading notes.txt."), match=MASTER)
         sent = a.send("open a file for me")
         cid = sent["conversation_id"]
-        ask = b.wait_event(sent["task_id"], "ask_user")
+        ask = b.wait_event(sent["task_id"], AskUserEvent.TYPE)
         answer = b.send("notes.txt", cid, question_id=ask["question_id"])
-        assert answer["route"] == "hil" and answer["task_id"] == sent["task_id"]
+        assert answer["route"] == Route.HIL and answer["task_id"] == sent["task_id"]
         task = a.wait_task(sent["task_id"], timeout=20)
-        assert task["status"] == "succeeded"
-        result = next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"]
+        assert task["status"] == TaskStatus.SUCCEEDED
+        result = next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"]
         assert "notes.txt" in result
 
         llm.script(tool_calls(("run_command", {"command": "sleep 60"})), match=MASTER)
         long = a.send("long job", cid)
-        b.wait_event(long["task_id"], "tool_start")  # the command started
+        b.wait_event(long["task_id"], ToolStartEvent.TYPE)  # the command started
         assert b.post(f"/api/tasks/{long['task_id']}/cancel").status_code == 200
-        assert a.wait_task(long["task_id"], timeout=20)["status"] == "stopped"
+        assert a.wait_task(long["task_id"], timeout=20)["status"] == TaskStatus.STOPPED
 
         _cancel_a_background_command_of_a_through_b(a, b, llm, cid)
 
@@ -140,7 +143,7 @@ def test_a_cancel_through_another_process_reaches_the_owner_by_its_database_poll
         b = make_server(database_url=url, env=env)
         llm.script(text("Hello."), match=MASTER)
         first = a.send("hello")
-        assert a.wait_task(first["task_id"])["status"] == "succeeded"
+        assert a.wait_task(first["task_id"])["status"] == TaskStatus.SUCCEEDED
         _cancel_a_background_command_of_a_through_b(a, b, llm, first["conversation_id"])
 
 
@@ -149,18 +152,18 @@ def _cancel_a_background_command_of_a_through_b(a, b, llm, cid):
     llm.script(text("Started it."), match=MASTER)
     llm.script(text("It was cancelled."), match=MASTER)
     started = a.send("start a long job in the background", cid)
-    assert a.wait_task(started["task_id"])["status"] == "succeeded"
+    assert a.wait_task(started["task_id"])["status"] == TaskStatus.SUCCEEDED
     command = b.get(f"/api/background_commands?conversation_id={cid}").json()["data"][-1]
-    assert command["status"] == "running"
+    assert command["status"] == CommandStatus.RUNNING
     cancel = b.post(f"/api/background_commands/{command['command_id']}/cancel")
     assert cancel.status_code == 200 and cancel.json()["cancelling"] is True
 
     def ended():
         cmds = b.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-        return next(c for c in cmds if c["command_id"] == command["command_id"])["status"] != "running"
+        return next(c for c in cmds if c["command_id"] == command["command_id"])["status"] != CommandStatus.RUNNING
 
     wait_until(ended, timeout=20, what="the command to be cancelled by its owner")
     cmds = a.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-    assert next(c for c in cmds if c["command_id"] == command["command_id"])["status"] == "cancelled"
+    assert next(c for c in cmds if c["command_id"] == command["command_id"])["status"] == CommandStatus.CANCELLED
     again = b.post(f"/api/background_commands/{command['command_id']}/cancel")
     assert again.status_code == 409 and again.json()["code"] == "command_not_running"

@@ -12,6 +12,7 @@ import requests
 import socketio
 
 from deploy.run_cluster import Cluster
+from modules.event_catalogue import AiMessageStartEvent, ErrorEvent, TaskCompleteEvent, TaskEndEvent, TextChunkEvent
 from test.conftest import free_port, wait_until
 from test.db_urls import fresh_database
 from test.scripted_llm import text
@@ -31,9 +32,9 @@ def stream_one_reply(url: str, transport: str) -> tuple[list[str], str]:
     @client.on("*")
     def on_event(event: str, data: dict) -> None:
         events.append(event)
-        if event == "text_chunk":
+        if event == TextChunkEvent.TYPE:
             chunks.append(data["content"])
-        if event in ("task_complete", "error", "task_stopped"):
+        if event in (TaskCompleteEvent.TYPE, ErrorEvent.TYPE, TaskEndEvent.TYPE):
             done.set()
 
     client.connect(url, transports=[transport], wait_timeout=10)
@@ -58,7 +59,8 @@ def test_a_reply_streams_through_nginx_in_front_of_two_processes(llm, tmp_path, 
             for _ in range(3):  # each a fresh session: the balancer picks a process per new client
                 events, streamed = stream_one_reply(cluster.url, transport)
                 assert streamed == REPLY, cluster.log_tail()
-                assert events.index("ai_message_start") < events.index("text_chunk") < events.index("task_complete")
+                assert (events.index(AiMessageStartEvent.TYPE) < events.index(TextChunkEvent.TYPE)
+                        < events.index(TaskCompleteEvent.TYPE))
 
 
 def test_nginx_caps_the_connections_of_one_client_address(llm, tmp_path, redis_url):

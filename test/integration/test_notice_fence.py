@@ -3,6 +3,7 @@ poses as the system or the user stays inside a block that names its provenance, 
 
 from __future__ import annotations
 
+from modules.statuses import MessageSource
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 from test.scripted_steps import match_system
@@ -39,4 +40,4 @@ def test_a_commands_hostile_output_reaches_the_model_inside_its_fence(server, ll
     # the UI still gets it as a notice of its command
     history = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
     shown = next(m for m in history if m["metadata"].get("background_command_notice"))
-    assert shown["metadata"]["source"] == "background_command" and shown["content"] == notice
+    assert shown["metadata"]["source"] == MessageSource.BACKGROUND_COMMAND and shown["content"] == notice

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
+from modules.event_catalogue import AiMessageStartEvent, SubAgentWaitingEvent, ToolResultEvent, UserMessageEvent
+from modules.statuses import CommandStatus, Delivery, MessageSource, TaskStatus, Visibility
 from test.conftest import event_types, wait_until
 from test.integration.helpers import MASTER, history, master_tasks, notices, sub
 from test.scripted_llm import dynamic, text, tool_calls
@@ -24,11 +26,11 @@ def test_three_background_sub_agents_cost_two_follow_ups(server, llm):
     sent = server.send("research A, B and C")
     cid = sent["conversation_id"]
     first = server.wait_task(sent["task_id"])
-    assert first["status"] == "succeeded"
-    create_results = [json.loads(e["data"]["result"]) for e in first["events"] if e["type"] == "tool_result"]
+    assert first["status"] == TaskStatus.SUCCEEDED
+    create_results = [json.loads(e["data"]["result"]) for e in first["events"] if e["type"] == ToolResultEvent.TYPE]
     assert [r["display_name"] for r in create_results] == ["InfoAgent_1", "InfoAgent_2", "InfoAgent_3"]
     assert first["events"][-1]["data"]["has_running_sub_agents"] is True
-    waiting = [e for e in first["events"] if e["type"] == "sub_agent_waiting"]
+    waiting = [e for e in first["events"] if e["type"] == SubAgentWaitingEvent.TYPE]
     assert waiting and waiting[-1]["data"]["count"] == 3
 
     gates[0].set()  # the first finishes while the master is idle
@@ -46,14 +48,15 @@ def test_three_background_sub_agents_cost_two_follow_ups(server, llm):
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 3 and t, what="second follow-up")
     follow_1 = server.wait_task(tasks[1]["task_id"])
     follow_2 = server.wait_task(tasks[2]["task_id"])
-    assert follow_1["status"] == follow_2["status"] == "succeeded"
-    follow_1_notices = [e["data"]["message"] for e in follow_1["events"] if e["type"] == "user_message"]
+    assert follow_1["status"] == follow_2["status"] == TaskStatus.SUCCEEDED
+    follow_1_notices = [e["data"]["message"] for e in follow_1["events"] if e["type"] == UserMessageEvent.TYPE]
     assert len(follow_1_notices) == 1 and follow_1_notices[0].startswith("[Sub-agent InfoAgent_1 succeeded")
     first_two = follow_2["events"][:2]
-    assert [e["type"] for e in first_two] == ["user_message", "user_message"]
+    assert [e["type"] for e in first_two] == [UserMessageEvent.TYPE, UserMessageEvent.TYPE]
     assert "InfoAgent_2" in first_two[0]["data"]["message"] and first_two[0]["data"]["starts_work"] is False
     assert "InfoAgent_3" in first_two[1]["data"]["message"] and first_two[1]["data"]["starts_work"] is True
-    assert all(e["data"]["source"] == "sub_agent" and e["data"]["visibility"] == "compact" for e in first_two)
+    assert all(e["data"]["source"] == MessageSource.SUB_AGENT and e["data"]["visibility"] == Visibility.COMPACT
+               for e in first_two)
 
     noted = notices(history(server, cid))
     assert [m["metadata"]["from_agent"] for m in noted] == ["InfoAgent_1", "InfoAgent_2", "InfoAgent_3"]
@@ -74,24 +77,27 @@ def test_completion_during_a_tool_round_arrives_inline(server, llm):
     sent = server.send("go")
     cid = sent["conversation_id"]
     wait_until(lambda: [c["status"] for c in server.get(f"/api/background_commands?conversation_id={cid}")
-                        .json()["data"]] == ["succeeded"], what="the background command recorded as finished")
+                        .json()["data"]] == [CommandStatus.SUCCEEDED],
+                        what="the background command recorded as finished")
     (server.workspace(cid) / "go").touch()
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded"
+    assert task["status"] == TaskStatus.SUCCEEDED
     types = event_types(task)
     notice_at = [i for i, e in enumerate(task["events"])
-                 if e["type"] == "user_message" and e["data"]["source"] == "background_command"]
+                 if e["type"] == UserMessageEvent.TYPE and e["data"]["source"] == MessageSource.BACKGROUND_COMMAND]
     assert len(notice_at) == 1
-    assert types.index("tool_result") < notice_at[0] < len(types) - 1 - types[::-1].index("ai_message_start")
+    last_reply_at = len(types) - 1 - types[::-1].index(AiMessageStartEvent.TYPE)
+    assert types.index(ToolResultEvent.TYPE) < notice_at[0] < last_reply_at
     assert task["events"][notice_at[0]]["data"]["starts_work"] is False
     assert len(master_tasks(server, sent["conversation_id"])) == 1
     second = llm.wait_for_requests(2)[1].body["messages"]
     assert [m["role"] for m in second[-4:]] == ["assistant", "tool", "tool", "user"]
     assert "quick-bg" in second[-1]["content"] and "exit code 0" in second[-1]["content"]
     noted = notices(history(server, sent["conversation_id"]))
-    assert len(noted) == 1 and noted[0]["metadata"]["visibility"] == "compact"
+    assert len(noted) == 1 and noted[0]["metadata"]["visibility"] == Visibility.COMPACT
     cmds = server.get(f"/api/background_commands?conversation_id={sent['conversation_id']}").json()["data"]
-    assert cmds[0]["status"] == "succeeded" and cmds[0]["exit_code"] == 0 and "quick-bg" in cmds[0]["output_tail"]
+    assert cmds[0]["status"] == CommandStatus.SUCCEEDED and cmds[0]["exit_code"] == 0
+    assert "quick-bg" in cmds[0]["output_tail"]
 
 
 def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm):
@@ -107,17 +113,17 @@ def test_twenty_commands_finishing_together_cost_one_follow_up(make_server, llm)
     llm.script(text("All twenty finished."), match=MASTER)
     sent = server.send("start twenty jobs")
     cid = sent["conversation_id"]
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
-    wait_until(lambda: all(c["status"] == "running" for c in server.get(
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
+    wait_until(lambda: all(c["status"] == CommandStatus.RUNNING for c in server.get(
         f"/api/background_commands?conversation_id={cid}").json()["data"]), what="twenty commands running")
     (server.workspace(cid) / "go").touch()
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="the follow-up")
     follow = server.wait_task(tasks[1]["task_id"])
-    assert follow["status"] == "succeeded"
+    assert follow["status"] == TaskStatus.SUCCEEDED
     wait_until(lambda: not server.get(f"/api/conversations/{cid}/running-status").json()[
         "has_running_background_commands"], what="all commands done")
     assert len(master_tasks(server, cid)) == 2
-    noted = [e for e in follow["events"] if e["type"] == "user_message"]
+    noted = [e for e in follow["events"] if e["type"] == UserMessageEvent.TYPE]
     assert len(noted) == 20
     assert [e["data"]["starts_work"] for e in noted] == [False] * 19 + [True]
     assert len(notices(history(server, cid))) == 20
@@ -139,8 +145,8 @@ def test_notice_pending_at_sigkill_is_delivered_once_after_restart(server, llm):
     server.start()
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="follow-up")
     follow = server.wait_task(tasks[1]["task_id"])
-    assert follow["status"] == "succeeded"
-    assert server.get(f"/api/tasks/{sent['task_id']}").json()["status"] == "failed"
+    assert follow["status"] == TaskStatus.SUCCEEDED
+    assert server.get(f"/api/tasks/{sent['task_id']}").json()["status"] == TaskStatus.FAILED
     noted = notices(history(server, cid))
     assert len(noted) == 1 and "finished-before-kill" in noted[0]["content"]
     last = [r for r in llm.requests if MASTER(r.body)][-1].body["messages"]
@@ -162,7 +168,7 @@ def test_command_running_at_a_crash_is_reported_lost(server, llm):
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="lost notice turn")
     server.wait_task(tasks[1]["task_id"])
     cmds = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-    assert cmds[0]["status"] == "lost"
+    assert cmds[0]["status"] == CommandStatus.LOST
     noted = notices(history(server, cid))
     assert len(noted) == 1 and "lost" in noted[0]["content"]
 
@@ -187,7 +193,7 @@ def test_sub_agent_is_woken_by_its_own_background_command(server, llm):
     wait_until(lambda: len(notices(history(server, cid))) == 2 and not server.get(
         f"/api/conversations/{cid}/running-status").json()["is_main_running"], what="master notices")
     follow = [server.wait_task(t["task_id"]) for t in master_tasks(server, cid)[1:]]
-    texts = [e["data"]["message"] for f in follow for e in f["events"] if e["type"] == "user_message"]
+    texts = [e["data"]["message"] for f in follow for e in f["events"] if e["type"] == UserMessageEvent.TYPE]
     assert "Build started" in texts[0] and "Build finished" in texts[1] and len(texts) == 2
 
 
@@ -198,7 +204,7 @@ def test_blocking_sub_agent_returns_its_answer_as_the_tool_result(server, llm):
     llm.script(text("Paris"), match=sub(1))
     sent = server.send("ask a helper")
     task = server.wait_task(sent["task_id"])
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["success"] is True and result["answer"] == "Paris" and result["display_name"] == "InfoAgent_1"
     assert len(master_tasks(server, sent["conversation_id"])) == 1
     assert notices(history(server, sent["conversation_id"])) == []
@@ -211,7 +217,7 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
     sent = server.send("start five")
     cid = sent["conversation_id"]
     server.wait_task(sent["task_id"])
-    wait_until(lambda: any(c["status"] != "running" for c in server.get(
+    wait_until(lambda: any(c["status"] != CommandStatus.RUNNING for c in server.get(
         f"/api/background_commands?conversation_id={cid}").json()["data"]), what="the first command to finish")
     answers = []
     threads = [threading.Thread(target=lambda i=i: answers.append(server.send(f"user {i}", cid))) for i in range(5)]
@@ -221,7 +227,7 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
         t.join(15)
     assert sorted(a["message_id"] for a in answers) == sorted({a["message_id"] for a in answers})
     assert len(answers) == 5 and all(a["target_agent"] == "MasterAgent" for a in answers)
-    assert all(a["delivery"] in ("injected_inline", "triggered_new_turn") for a in answers), answers
+    assert all(a["delivery"] in (Delivery.INJECTED_INLINE, Delivery.TRIGGERED_NEW_TURN) for a in answers), answers
     wait_until(lambda: len(notices(history(server, cid))) == 5 and
                not server.get(f"/api/conversations/{cid}/running-status").json()["is_main_running"],
                what="everything delivered")
@@ -237,7 +243,7 @@ def test_user_message_racing_completions_never_runs_two_master_turns(server, llm
     for answer in answers:
         assert answer["task_id"] in task_ids, answer
         seen_by = task_ids[task_ids.index(answer["task_id"]):task_ids.index(answer["task_id"]) + 2]
-        assert any(e["type"] == "user_message" and e["data"]["message_id"] == answer["message_id"]
+        assert any(e["type"] == UserMessageEvent.TYPE and e["data"]["message_id"] == answer["message_id"]
                    for t in tasks if t["task_id"] in seen_by for e in t["events"]), answer
 
 
@@ -254,9 +260,9 @@ def test_a_blocking_sub_agent_that_asks_its_master_does_not_deadlock(make_server
     llm.script(text("Budget: 500 EUR"), match=sub(1))
     sent = server.send("delegate and wait")
     task = server.wait_task(sent["task_id"], timeout=30)
-    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     assert results[0]["status"] == "asking" and results[0]["question"] == "What budget?"
-    assert results[1]["success"] is True and results[1]["delivery"] == "resolved"
+    assert results[1]["success"] is True and results[1]["delivery"] == Delivery.RESOLVED
     cid = sent["conversation_id"]
     info = wait_until(lambda: (m := history(server, cid, "InfoAgent_1")) and
                       any(x["role"] == "assistant" and x["content"] == "Budget: 500 EUR" for x in m) and m,
@@ -264,4 +270,4 @@ def test_a_blocking_sub_agent_that_asks_its_master_does_not_deadlock(make_server
     ask_result = json.loads(next(m for m in info if m["role"] == "tool")["content"])
     assert ask_result["answer"] == "500 EUR"
     tasks = wait_until(lambda: (t := master_tasks(server, cid)) and len(t) == 2 and t, what="completion notice")
-    assert server.wait_task(tasks[1]["task_id"])["status"] == "succeeded"
+    assert server.wait_task(tasks[1]["task_id"])["status"] == TaskStatus.SUCCEEDED

@@ -15,6 +15,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from modules.statuses import CommandStatus
 from test.conftest import wait_until
 from test.integration.helpers import MASTER
 from test.scripted_llm import text, tool_calls
@@ -51,7 +52,7 @@ def populated_conversation(server, llm) -> dict[str, str]:
     assert_no_task_runs(server)
     sub_agents = server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]
     commands = wait_until(lambda: [c for c in server.get(f"/api/background_commands?conversation_id={cid}")
-                                   .json()["data"] if c["status"] != "running"], what="the command's end")
+                                   .json()["data"] if c["status"] != CommandStatus.RUNNING], what="the command's end")
     return {"conversation_id": cid, "task_id": sent["task_id"], "agent_id": sub_agents[0]["agent_id"],
             "command_id": commands[0]["command_id"]}
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+from modules.event_catalogue import TextChunkEvent, TextEndEvent, ToolResultEvent
+from modules.statuses import TaskStatus
 from test.provider_replies import gemini_parallel_calls, whole_body
 from test.scripted_llm import dynamic, error, text
 
 
 def _results(task: dict) -> list[dict]:
-    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
 
 
 def test_gemini_parallel_calls_both_run_and_both_results_reach_the_model(server, llm):
@@ -21,7 +23,7 @@ def test_gemini_parallel_calls_both_run_and_both_results_reach_the_model(server,
     sent = server.send("run two commands at once")
     task = server.wait_task(sent["task_id"])
 
-    assert task["status"] == "succeeded", task
+    assert task["status"] == TaskStatus.SUCCEEDED, task
     outputs = [r["output"].strip() for r in _results(task)]
     assert outputs == ["first-call", "second-call"]
     follow_up = llm.wait_for_requests(2)[1].body["messages"]
@@ -34,8 +36,8 @@ def test_a_whole_json_body_is_streamed_to_the_chat_and_stored(server, llm):
     sent = server.send("hello")
     task = server.wait_task(sent["task_id"])
 
-    assert task["status"] == "succeeded", task
-    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == "text_chunk") == \
+    assert task["status"] == TaskStatus.SUCCEEDED, task
+    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == TextChunkEvent.TYPE) == \
         "An answer in one piece."
     messages = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
     assert [m["content"] for m in messages if m["role"] == "assistant"] == ["An answer in one piece."]
@@ -51,5 +53,5 @@ def test_a_provider_refusing_stream_options_still_answers(server, llm):
     sent = server.send("hello")
     task = server.wait_task(sent["task_id"])
 
-    assert task["status"] == "succeeded", task
-    assert [e["data"]["content"] for e in task["events"] if e["type"] == "text_end"] == ["fine without usage"]
+    assert task["status"] == TaskStatus.SUCCEEDED, task
+    assert [e["data"]["content"] for e in task["events"] if e["type"] == TextEndEvent.TYPE] == ["fine without usage"]

@@ -6,6 +6,8 @@ import json
 import threading
 import time
 
+from modules.event_catalogue import AskUserEvent, ToolResultEvent
+from modules.statuses import AgentState, CommandStatus, Delivery, Route, TaskStatus
 from test.conftest import wait_until
 from test.integration.helpers import MASTER, history, master_tasks, sub
 from test.scripted_llm import dynamic, match_system, text, tool_calls
@@ -18,7 +20,7 @@ def _open_questions(server, cid: str) -> dict[str, str]:
     found = {}
     for task in server.get(f"/api/tasks?conversation_id={cid}&status=active").json()["data"]:
         for event in server.get(f"/api/tasks/{task['task_id']}").json()["events"]:
-            if event["type"] == "ask_user":
+            if event["type"] == AskUserEvent.TYPE:
                 found[event["data"]["display_name"]] = event["data"]["question_id"]
     return found
 
@@ -35,9 +37,9 @@ def test_parallel_user_questions_are_answered_by_their_id(server, llm):
     questions = wait_until(lambda: (q := _open_questions(server, cid)) and len(q) == 2 and q, what="two asks")
 
     city = server.send("Lisbon", cid, question_id=questions["InfoAgent_2"])
-    assert city["route"] == "hil" and city["target_agent"] == "InfoAgent_2" and city["delivery"] == "resolved"
+    assert (city["route"], city["target_agent"], city["delivery"]) == (Route.HIL, "InfoAgent_2", Delivery.RESOLVED)
     date = server.send("Friday", cid)  # no id: the open one
-    assert date["route"] == "hil" and date["target_agent"] == "InfoAgent_1"
+    assert date["route"] == Route.HIL and date["target_agent"] == "InfoAgent_1"
 
     def ask_result(name):
         tools = [m for m in history(server, cid, name) if m["role"] == "tool" and m["name"] == "ask_user"]
@@ -82,13 +84,13 @@ def test_terminating_a_blocking_sub_agent_ends_its_masters_wait(make_server, llm
     sent = server.send("delegate and wait")
     cid = sent["conversation_id"]
     helper = wait_until(lambda: [s for s in server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"]
-                                 if s["state"] == "running"], what="the sub-agent running")[0]
+                                 if s["state"] == AgentState.RUNNING], what="the sub-agent running")[0]
     started = time.monotonic()
     assert server.post(f"/api/sub_agents/{helper['agent_id']}/terminate").status_code == 200
     task = server.wait_task(sent["task_id"], timeout=20)
     assert time.monotonic() - started < 10, "the master waited for the timeout"
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
-    assert result["status"] == "stopped" and result["success"] is False
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
+    assert result["status"] == TaskStatus.STOPPED and result["success"] is False
     hold.set()
     assert len(master_tasks(server, cid)) == 1  # a terminated sub-agent sends no notice
 
@@ -101,7 +103,7 @@ def test_terminating_a_sub_agent_cancels_its_commands_and_leaves_nothing_queued(
     sent = server.send("delegate a long job")
     cid = sent["conversation_id"]
     wait_until(lambda: len(master_tasks(server, cid)) == 2 and all(
-        t["status"] == "succeeded" for t in master_tasks(server, cid)), what="the master heard the helper")
+        t["status"] == TaskStatus.SUCCEEDED for t in master_tasks(server, cid)), what="the master heard the helper")
     helper = server.get(f"/api/sub_agents?conversation_id={cid}").json()["data"][0]
     assert server.get(f"/api/conversations/{cid}/running-status").json()["has_running_background_commands"]
 
@@ -112,7 +114,7 @@ def test_terminating_a_sub_agent_cancels_its_commands_and_leaves_nothing_queued(
         return not status["has_running_background_commands"] and status["pending_notices"] == 0 and status
     wait_until(settled, what="the helper's command cancelled and its notice discarded")
     commands = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-    assert [c["status"] for c in commands] == ["cancelled"]
+    assert [c["status"] for c in commands] == [CommandStatus.CANCELLED]
     agents = {a["display_name"]: a for a in server.get(f"/api/conversations/{cid}/agents").json()["data"]}
     assert agents["InfoAgent_1"]["pending_count"] == 0
     assert len(master_tasks(server, cid)) == 2  # a terminated sub-agent's command wakes nobody

@@ -11,6 +11,7 @@ import pytest
 import redis
 import socketio
 
+from modules.statuses import MessageSource
 from test.conftest import TWO_USERS, wait_until
 from test.db_urls import fresh_database
 
@@ -47,7 +48,8 @@ def test_sends_conversations_and_socket_events_past_the_limits_answer_rate_limit
     def user_messages() -> int:
         history = server.get(f"/api/conversations/{alice}/messages", token="tok-alice").json()["data"]
         queued = server.get(f"/api/conversations/{alice}/queued", token="tok-alice").json()["data"]
-        return len([m for m in history if m["role"] == "user" and m["metadata"].get("source") == "user"]) + len(queued)
+        sent = [m for m in history if m["role"] == "user" and m["metadata"].get("source") == MessageSource.USER]
+        return len(sent) + len(queued)
 
     wait_until(lambda: user_messages() == 3, 20, what="the three accepted sends stored")
 

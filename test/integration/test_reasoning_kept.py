@@ -5,6 +5,8 @@ requires it, never mixed into the reply, never sent for a provider that did not 
 
 from __future__ import annotations
 
+from modules.event_catalogue import ReasoningChunkEvent, TextChunkEvent, TextEndEvent
+from modules.statuses import TaskStatus
 from test.provider_replies import cut_at_length, deepseek_thinking
 from test.scripted_llm import dynamic, error, text, tool_calls
 
@@ -36,15 +38,15 @@ def test_deepseek_thinking_with_a_tool_call_gets_its_reasoning_back_and_goes_on(
     sent = server.send("what is the date?")
     task = server.wait_task(sent["task_id"])
 
-    assert task["status"] == "succeeded", task["events"][-1]
+    assert task["status"] == TaskStatus.SUCCEEDED, task["events"][-1]
     follow_up = llm.wait_for_requests(2)[1].body["messages"]
     [with_calls] = [m for m in follow_up if m["role"] == "assistant"]
     assert with_calls["reasoning_content"] == THOUGHT
-    thinking = "".join(e["data"]["content"] for e in task["events"] if e["type"] == "reasoning_chunk")
+    thinking = "".join(e["data"]["content"] for e in task["events"] if e["type"] == ReasoningChunkEvent.TYPE)
     assert thinking == THOUGHT + "It printed the date."  # streamed as it came, apart from the text
-    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == "text_chunk") == \
+    assert "".join(e["data"]["content"] for e in task["events"] if e["type"] == TextChunkEvent.TYPE) == \
         "Today is 2026-12-02."
-    ends = [e["data"] for e in task["events"] if e["type"] == "text_end"]
+    ends = [e["data"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
     assert ends[0]["reasoning"] == THOUGHT and ends[-1] == {**ends[-1], "content": "Today is 2026-12-02.",
                                                            "reasoning": "It printed the date."}
     stored = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
@@ -53,7 +55,7 @@ def test_deepseek_thinking_with_a_tool_call_gets_its_reasoning_back_and_goes_on(
 
     llm.script(text("Tomorrow."))
     later = server.send("and tomorrow?", sent["conversation_id"])
-    assert server.wait_task(later["task_id"])["status"] == "succeeded"
+    assert server.wait_task(later["task_id"])["status"] == TaskStatus.SUCCEEDED
     next_turn = llm.agent_requests[-1].body["messages"]
     assert not any("reasoning_content" in m for m in next_turn)  # a previous turn's thinking stays home
 
@@ -62,7 +64,7 @@ def test_a_provider_that_does_not_think_is_sent_no_reasoning(server, llm):
     llm.script(tool_calls(("run_command", {"command": "echo hi"})))
     llm.script(text("It said hi."))
     sent = server.send("say hi")
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     follow_up = llm.wait_for_requests(2)[1].body["messages"]
     assert not any("reasoning_content" in m for m in follow_up)
     assert all("reasoning" not in m["metadata"] for m in messages_of(server, sent["conversation_id"]))
@@ -72,8 +74,8 @@ def test_a_reply_cut_at_the_output_limit_is_marked_truncated(server, llm):
     llm.script(cut_at_length("The list goes on: one, two, thr"))
     sent = server.send("list everything")
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded"
-    [end] = [e["data"] for e in task["events"] if e["type"] == "text_end"]
+    assert task["status"] == TaskStatus.SUCCEEDED
+    [end] = [e["data"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
     assert end["truncated"] is True and end["content"] == "The list goes on: one, two, thr"
     [reply] = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
     assert reply["metadata"]["truncated"] is True

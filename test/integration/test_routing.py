@@ -8,6 +8,8 @@ import threading
 
 import socketio
 
+from modules.event_catalogue import AskUserEvent, RouteEvent, SuggestionsEvent, TextEndEvent, ToolResultEvent
+from modules.statuses import AgentState, Delivery, Route, SendStatus, TaskStatus
 from test.conftest import run_refused_start, wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
@@ -30,17 +32,17 @@ def test_pipeline_then_fast_path_to_the_specialist(server, llm):
     llm.script(text('{"query": "帮我查一下杭州的差旅政策", "agent": "InfoAgent"}'), match=ROUTER)
     llm.script(text("杭州：住宿每晚 500 元以内。"), match=INFO)
     first = server.send("帮我查一下杭州的差旅政策")
-    assert first["route"] == "pipeline" and first["target_agent"] == "InfoAgent_1"
-    assert first["delivery"] == "triggered_new_turn"
+    assert first["route"] == Route.PIPELINE and first["target_agent"] == "InfoAgent_1"
+    assert first["delivery"] == Delivery.TRIGGERED_NEW_TURN
     cid = first["conversation_id"]
-    assert server.wait_task(first["task_id"])["status"] == "succeeded"
+    assert server.wait_task(first["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert kinds(llm.requests) == ["RoutingAgent", "InfoAgent_1"]  # one routing request, not two
 
     # a short follow-up with content, tied to the active agent's answer: no routing request at all
     before = len(llm.requests)
     llm.script(text("上海：住宿每晚 600 元以内。按上海的标准帮你核对吗？"), match=INFO)
     second = server.send("那上海呢", cid)
-    assert second["route"] == "fast_path" and second["target_agent"] == "InfoAgent_1"
+    assert second["route"] == Route.FAST_PATH and second["target_agent"] == "InfoAgent_1"
     server.wait_task(second["task_id"])
     assert kinds(llm.requests[before:]) == ["InfoAgent_1"]
 
@@ -48,12 +50,12 @@ def test_pipeline_then_fast_path_to_the_specialist(server, llm):
     before = len(llm.requests)
     llm.script(text("已确认，按上海标准执行。"), match=INFO)
     third = server.send("好的吧，就这样，谢谢", cid)
-    assert third["route"] == "fast_path" and third["target_agent"] == "InfoAgent_1"
+    assert third["route"] == Route.FAST_PATH and third["target_agent"] == "InfoAgent_1"
     task = server.wait_task(third["task_id"])
-    assert task["status"] == "succeeded"
+    assert task["status"] == TaskStatus.SUCCEEDED
     assert kinds(llm.requests[before:]) == ["InfoAgent_1"]
-    route = next(e["data"] for e in task["events"] if e["type"] == "route")
-    assert route == {**route, "route": "fast_path", "target_agent": "InfoAgent_1"}
+    route = next(e["data"] for e in task["events"] if e["type"] == RouteEvent.TYPE)
+    assert route == {**route, "route": Route.FAST_PATH, "target_agent": "InfoAgent_1"}
 
     # a topic switch is vetoed even though it starts like a continuation; the one routing request
     # names the active agent and sees the history
@@ -67,7 +69,7 @@ def test_pipeline_then_fast_path_to_the_specialist(server, llm):
     llm.script(dynamic(route_it), match=ROUTER)
     llm.script(text("好的，换哪个城市？"), match=INFO)
     fourth = server.send("换个城市", cid)
-    assert fourth["route"] == "pipeline" and fourth["target_agent"] == "InfoAgent_1"
+    assert fourth["route"] == Route.PIPELINE and fourth["target_agent"] == "InfoAgent_1"
     server.wait_task(fourth["task_id"])
     assert kinds(llm.requests[before:]) == ["RoutingAgent", "InfoAgent_1"]
     assert "talking with InfoAgent (InfoAgent_1)" in seen[0] and "杭州" in seen[0] and "换个城市" in seen[0]
@@ -84,7 +86,7 @@ def test_a_term_of_another_agent_leaves_the_fast_path(server, llm):
     llm.script(text('{"query": "预订上海的酒店", "agent": "BookingAgent"}'), match=ROUTER)
     llm.script(text("好的，几号入住？"), match=booking)
     sent = server.send("那帮我订上海的酒店", first["conversation_id"])  # refers back, but names a booking term
-    assert sent["route"] == "pipeline" and sent["target_agent"] == "BookingAgent_1"
+    assert sent["route"] == Route.PIPELINE and sent["target_agent"] == "BookingAgent_1"
     server.wait_task(sent["task_id"])
 
 
@@ -100,7 +102,7 @@ def test_separate_stages_by_configuration(make_server, llm):
     llm.script(text('{"agent": "InfoAgent"}'), match=INTENT)
     llm.script(text("杭州：住宿每晚 500 元以内。"), match=INFO)
     first = server.send("查查杭州的")
-    assert first["route"] == "pipeline" and first["target_agent"] == "InfoAgent_1"
+    assert first["route"] == Route.PIPELINE and first["target_agent"] == "InfoAgent_1"
     server.wait_task(first["task_id"])
     assert kinds(llm.requests) == ["QueryRewritingAgent", "IntentRecognitionAgent", "InfoAgent_1"]
     assert "查查杭州的" in seen_history[0]
@@ -124,20 +126,20 @@ def test_a_continuation_held_by_a_crash_in_the_intent_stage_reruns_only_that_sta
     llm.script(text("好的，继续处理。"), match=INFO)
     server.start()
     routed = server.routed(ack)
-    assert routed["route"] == "fast_path" and routed["target_agent"] == "InfoAgent_1"
-    assert server.wait_task(routed["task_id"])["status"] == "succeeded"
+    assert routed["route"] == Route.FAST_PATH and routed["target_agent"] == "InfoAgent_1"
+    assert server.wait_task(routed["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert kinds(llm.requests[before:]) == ["IntentRecognitionAgent", "InfoAgent_1"]
 
 
 def test_active_master_resumes_without_rewriting_or_intent(server, llm):
     llm.script(text("Hello, how can I help?"), match=MASTER)
     first = server.send("hello there")
-    assert first["route"] == "pipeline" and first["target_agent"] == "MasterAgent"
+    assert first["route"] == Route.PIPELINE and first["target_agent"] == "MasterAgent"
     server.wait_task(first["task_id"])
     before = len(llm.requests)
     llm.script(text("Continuing."), match=MASTER)
     again = server.send("好的，继续", first["conversation_id"])
-    assert again["route"] == "fast_path" and again["target_agent"] == "MasterAgent"
+    assert again["route"] == Route.FAST_PATH and again["target_agent"] == "MasterAgent"
     server.wait_task(again["task_id"])
     assert kinds(llm.requests[before:]) == ["MasterAgent"]
 
@@ -147,7 +149,7 @@ def test_malformed_intent_falls_back_to_the_master(server, llm):
     llm.script(text("Master here."), match=MASTER)
     sent = server.send("who answers this?")
     assert sent["target_agent"] == "MasterAgent"
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
 
 
 def test_a_reply_in_the_chat_box_answers_ask_user(server, llm):
@@ -158,20 +160,21 @@ def test_a_reply_in_the_chat_box_answers_ask_user(server, llm):
     sent = server.send("帮我订一张去上海的票")
     cid = sent["conversation_id"]
     assert sent["target_agent"] == "BookingAgent_1"
-    ask = server.wait_event(sent["task_id"], "ask_user")
+    ask = server.wait_event(sent["task_id"], AskUserEvent.TYPE)
     assert ask["question"] == "哪天出发？" and ask["options"] == ["今天", "明天"]
     agents = {a["display_name"]: a for a in server.get(f"/api/conversations/{cid}/agents").json()["data"]}
-    assert agents["BookingAgent_1"]["state"] == "waiting"
+    assert agents["BookingAgent_1"]["state"] == AgentState.WAITING
 
     stale = server.post("/api/tasks", {"message": "明天", "conversation_id": cid, "question_id": "q_000000000000"})
     assert stale.status_code == 409 and stale.json()["code"] == "stale_question"
 
     answer = server.send("明天", cid, question_id=ask["question_id"])
-    assert answer["route"] == "hil" and answer["delivery"] == "resolved" and answer["task_id"] == sent["task_id"]
+    assert (answer["route"], answer["delivery"]) == (Route.HIL, Delivery.RESOLVED)
+    assert answer["task_id"] == sent["task_id"]
     task = server.wait_task(sent["task_id"])
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result == {"success": True, "question_id": ask["question_id"], "answer": "明天"}
-    assert [e["data"]["route"] for e in task["events"] if e["type"] == "route"] == ["pipeline", "hil"]
+    assert [e["data"]["route"] for e in task["events"] if e["type"] == RouteEvent.TYPE] == [Route.PIPELINE, Route.HIL]
     assert len([r for r in llm.agent_requests if booking(r.body)]) == 2
 
     late = server.post("/api/tasks", {"message": "后天", "conversation_id": cid, "question_id": ask["question_id"]})
@@ -184,30 +187,30 @@ def test_ask_user_answered_over_the_socket_and_stop_closes_an_open_ask(server, l
     asked = threading.Event()
     client = socketio.Client(reconnection=False)
     questions = []
-    client.on("ask_user", lambda data: (questions.append(data), asked.set()))
+    client.on(AskUserEvent.TYPE, lambda data: (questions.append(data), asked.set()))
     client.connect(server.url, wait_timeout=10)
     try:
         ack = client.call("send_message", {"message": "edit a file"}, timeout=15)
         assert asked.wait(15)
         reply = client.call("send_message", {"conversation_id": ack["conversation_id"], "message": "README.md"},
                             timeout=15)
-        assert reply["status"] == "routing" and reply["message_id"]
+        assert reply["status"] == SendStatus.ROUTING and reply["message_id"]
         reply = server.routed(reply)
-        assert reply["route"] == "hil" and reply["delivery"] == "resolved"
+        assert reply["route"] == Route.HIL and reply["delivery"] == Delivery.RESOLVED
     finally:
         client.disconnect()
     task = server.wait_task(server.routed(ack)["task_id"])
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["answer"] == "README.md" and result["question_id"] == questions[0]["question_id"]
 
     # a stop while the question is open closes the call with a result
     llm.script(tool_calls(("ask_user", {"question": "Still there?"})), match=MASTER)
     again = server.send("ask me again", ack["conversation_id"])
-    server.wait_event(again["task_id"], "ask_user")
+    server.wait_event(again["task_id"], AskUserEvent.TYPE)
     assert server.post(f"/api/tasks/{again['task_id']}/cancel").status_code == 200
     stopped = server.wait_task(again["task_id"])
-    assert stopped["status"] == "stopped"
-    result = json.loads(next(e for e in stopped["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert stopped["status"] == TaskStatus.STOPPED
+    result = json.loads(next(e for e in stopped["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["success"] is False and "stopped" in result["error"]
 
 
@@ -220,8 +223,8 @@ def test_failing_session_store_degrades_to_the_pipeline(server, llm):
     llm.script(text("Still here."), match=MASTER)
     before = len(llm.requests)
     sent = server.send("ok", first["conversation_id"])
-    assert sent["route"] == "pipeline"
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert sent["route"] == Route.PIPELINE
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert kinds(llm.requests[before:]) == ["RoutingAgent", "MasterAgent"]
     assert "session store unreadable" in server.log_text()
 
@@ -231,23 +234,23 @@ def test_suggestions_follow_the_reply_and_a_chip_takes_the_fast_path(server, llm
     llm.script(text('```json\n{"questions": ["确认", "换个方案", "What about C?"]}\n```'), match=SUGGEST)
     sent = server.send("make a plan")
     task = server.wait_task(sent["task_id"])
-    reply_id = next(e["data"]["message_id"] for e in task["events"] if e["type"] == "text_end")
+    reply_id = next(e["data"]["message_id"] for e in task["events"] if e["type"] == TextEndEvent.TYPE)
 
     def suggestions():
         events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-        return next((e for e in events if e["type"] == "suggestions"), None)
+        return next((e for e in events if e["type"] == SuggestionsEvent.TYPE), None)
 
     event = wait_until(suggestions, what="suggestions")
     assert event["data"]["questions"] == ["确认", "换个方案", "What about C?"]
     assert event["data"]["message_id"] == reply_id
-    assert event["idx"] > max(e["idx"] for e in task["events"] if e["type"] == "text_end")
+    assert event["idx"] > max(e["idx"] for e in task["events"] if e["type"] == TextEndEvent.TYPE)
     suggest_request = next(r for r in llm.requests if SUGGEST(r.body)).body
     assert "确认" in suggest_request["messages"][0]["content"]  # quick actions come from the continuation list
 
     before = len(llm.requests)
     llm.script(text("Confirmed."), match=MASTER)
     clicked = server.send(event["data"]["questions"][0], sent["conversation_id"])
-    assert clicked["route"] == "fast_path"
+    assert clicked["route"] == Route.FAST_PATH
     server.wait_task(clicked["task_id"])
     assert kinds(llm.requests[before:])[0] == "MasterAgent"
 
@@ -266,7 +269,7 @@ def test_new_user_message_cancels_pending_suggestions(server, llm):
     server.wait_task(second["task_id"])
     wait_until(lambda: len([r for r in llm.requests if SUGGEST(r.body)]) == 2, what="second suggestion call")
     events = server.get(f"/api/tasks/{sent['task_id']}").json()["events"]
-    assert not any(e["type"] == "suggestions" for e in events)
+    assert not any(e["type"] == SuggestionsEvent.TYPE for e in events)
 
 
 def test_a_bad_profile_file_stops_start_up_naming_file_and_field(tmp_path):

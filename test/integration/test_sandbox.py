@@ -16,6 +16,8 @@ import pytest
 import redis
 import requests
 
+from modules.event_catalogue import ToolResultEvent
+from modules.statuses import CommandStatus, SendStatus
 from test.conftest import wait_until
 from test.scripted_llm import text, tool_calls
 
@@ -36,10 +38,10 @@ def run(server, llm, command: str, *, token: str, conversation_id: str | None = 
     assert res.status_code == 202, res.text
     sent = res.json()
     path = f"/api/messages/{sent['message_id']}"  # the route follows the acknowledgement (as this user)
-    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == "routed" and m, 30,
+    sent = wait_until(lambda: (m := server.get(path, token=token).json()).get("status") == SendStatus.ROUTED and m, 30,
                       what="the message's route")
     task = server.wait_task(sent["task_id"], timeout=40, token=token)
-    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
+    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE)
     return result, sent["conversation_id"]
 
 
@@ -165,7 +167,7 @@ def test_no_process_outlives_a_server_killed_mid_command(two_users, llm):
     assert wait_until(lambda: not sandbox_processes("733"), 5, what="no sleeps left after the server died")
     server.start()
     commands = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-    assert [c["status"] for c in commands if c["command_id"] == started["command_id"]] == ["lost"]
+    assert [c["status"] for c in commands if c["command_id"] == started["command_id"]] == [CommandStatus.LOST]
 
 
 @pytest.mark.parametrize("timeout", ["NaN", "Infinity", "-5", "0", '"ten"'])
@@ -175,7 +177,7 @@ def test_a_timeout_that_would_disable_the_limit_is_refused(two_users, llm, timeo
     llm.script(text("done"))
     sent = server.send("run it")
     task = server.wait_task(sent["task_id"])
-    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result")
+    result = next(json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE)
     assert result["success"] is False and "timeout" in result["error"], result
     assert "ran" not in json.dumps(result.get("output", ""))
 
@@ -188,9 +190,9 @@ def test_output_on_disk_is_capped_head_and_tail(make_server, llm):
 
     def finished():
         data = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-        return next((c for c in data if c["command_id"] == command_id and c["status"] != "running"), None)
+        return next((c for c in data if c["command_id"] == command_id and c["status"] != CommandStatus.RUNNING), None)
     cmd = wait_until(finished, 30, what="the command's end")
-    assert cmd["status"] == "succeeded" and cmd["output_truncated"] is True
+    assert cmd["status"] == CommandStatus.SUCCEEDED and cmd["output_truncated"] is True
     assert cmd["output_tail"].rstrip().endswith("LAST-LINE")
     log_file = server.data_dir / "command_logs" / f"{command_id}.log"
     content = log_file.read_bytes()
@@ -214,9 +216,10 @@ def test_ordinary_work_runs_in_the_sandbox(two_users, llm):
 
     def finished():
         data = server.get(f"/api/background_commands?conversation_id={cid}").json()["data"]
-        return next((c for c in data if c["command_id"] == started["command_id"] and c["status"] != "running"), None)
+        return next((c for c in data
+                     if c["command_id"] == started["command_id"] and c["status"] != CommandStatus.RUNNING), None)
     cmd = wait_until(finished, 20, what="the background command's end")
-    assert cmd["status"] == "failed" and cmd["exit_code"] == 3 and "bg-out" in cmd["output_tail"]
+    assert cmd["status"] == CommandStatus.FAILED and cmd["exit_code"] == 3 and "bg-out" in cmd["output_tail"]
 
 
 def test_without_bubblewrap_a_server_with_tokens_refuses_commands(make_server, llm, tmp_path):

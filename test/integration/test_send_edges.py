@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 
+from modules.statuses import Delivery, TaskStatus
 from test.conftest import wait_until
 from test.scripted_llm import match_system, text
 
@@ -50,7 +51,7 @@ def test_a_send_that_fails_frees_its_client_message_id_for_the_retry(server, llm
     retry = server.post("/api/tasks", {"message": "hello", "client_message_id": "retry-1"})
     assert retry.status_code == 202, retry.text  # not 409 duplicate_in_progress: the failure released it
     routed = server.routed(retry.json())
-    assert server.wait_task(routed["task_id"])["status"] == "succeeded"
+    assert server.wait_task(routed["task_id"])["status"] == TaskStatus.SUCCEEDED
     again = server.post("/api/tasks", {"message": "hello", "client_message_id": "retry-1"})
     assert again.json()["message_id"] == routed["message_id"]
     assert _user_texts(server, routed["conversation_id"]) == ["hello"]
@@ -73,8 +74,8 @@ def test_a_receiver_terminated_while_its_message_is_routed_hands_it_to_the_maste
     assert server.post(f"/api/sub_agents/{first['agent_id']}/terminate").status_code == 200
     hold.set()
     second = server.routed(ack)
-    assert (second["target_agent"], second["delivery"]) == ("MasterAgent", "triggered_new_turn"), second
-    assert server.wait_task(second["task_id"])["status"] == "succeeded"
+    assert (second["target_agent"], second["delivery"]) == ("MasterAgent", Delivery.TRIGGERED_NEW_TURN), second
+    assert server.wait_task(second["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert _user_texts(server, cid, "InfoAgent_1") == ["look something up"]
     assert _user_texts(server, cid) == ["look up more"]
     assert all(a["pending_count"] == 0 for a in server.get(f"/api/conversations/{cid}/agents").json()["data"])

@@ -7,8 +7,6 @@ threads. Another client, from another address, is answered within a second all a
 
 from __future__ import annotations
 
-import http.client
-import json
 import select
 import socket
 import time
@@ -16,27 +14,9 @@ import time
 import pytest
 
 from test.conftest import TWO_USERS, wait_until
+from test.integration.hostile_clients import LOW_FILE_LIMIT_LAUNCHER, other_client
 
-FILE_LIMIT = 700  # the server's open-file limit: a pool of 444 green threads (run.py keeps 256 spare)
-SLOW = 520
-# The server is started with a low open-file limit, so that a few hundred sockets fill its pool.
-LOW_FILE_LIMIT_LAUNCHER = ["-c", "import resource, sys\n"
-                                 f"resource.setrlimit(resource.RLIMIT_NOFILE, ({FILE_LIMIT}, {FILE_LIMIT}))\n"
-                                 "import run\nsys.exit(run.main(sys.argv[1:]))\n"]
-OTHER_ADDRESS = "127.0.0.2"  # the other client: loopback, but another address
-
-
-def other_client(server, method: str, path: str, body: dict | None = None) -> tuple[int, float]:
-    """One request from OTHER_ADDRESS as bob; (status, seconds)."""
-    started = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5, source_address=(OTHER_ADDRESS, 0))
-    try:
-        conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                     headers={"Authorization": "Bearer tok-bob", "Content-Type": "application/json"})
-        status = conn.getresponse().status
-    finally:
-        conn.close()
-    return status, time.monotonic() - started
+SLOW = 520  # connections that never finish their headers, more than the pool has threads
 
 
 def closed_by_server(sock: socket.socket) -> bool:

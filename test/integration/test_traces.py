@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from modules.statuses import TaskStatus
 from test.conftest import wait_until
 from test.scripted_llm import StepUsage, text, tool_calls
 
@@ -53,7 +54,7 @@ def test_a_turn_is_traced_with_its_model_requests_and_tool_calls(make_server, ll
         llm.script(tool_calls(("run_command", {"command": "echo traced"}), usage=StepUsage(80, 9)),
                    text("Traced."))
         sent = server.send("trace this")
-        assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+        assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
 
         def names():
             with handler.lock:

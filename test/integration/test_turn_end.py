@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import threading
 
+from modules.event_catalogue import ErrorEvent, ToolResultEvent, UserMessageEvent
+from modules.statuses import Delivery, TaskStatus
 from test.conftest import NO_SWEEP_LAUNCHER, event_types
 from test.scripted_llm import text, tool_calls
 
@@ -27,17 +29,17 @@ def test_a_message_during_the_last_output_is_followed_up_by_the_end_of_turn_chec
     sent = server.send("first")
     llm.wait_for_requests(1)
     second = server.send("second", sent["conversation_id"])
-    assert second["delivery"] == "injected_inline" and second["task_id"] == sent["task_id"]
+    assert second["delivery"] == Delivery.INJECTED_INLINE and second["task_id"] == sent["task_id"]
     status = server.get(f"/api/conversations/{sent['conversation_id']}/running-status").json()
     assert status["is_main_running"] is True and status["main_task_id"] == sent["task_id"]
     gate.set()
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     reqs = llm.wait_for_requests(2, timeout=FOLLOW_UP_S)
     assert reqs[1].body["messages"][-1] == {"role": "user", "content": "second"}
     follow = [t for t in _tasks(server, sent["conversation_id"]) if t["task_id"] != sent["task_id"]]
     assert len(follow) == 1
     follow_up = server.wait_task(follow[0]["task_id"])
-    assert follow_up["status"] == "succeeded" and follow_up["events"][0]["data"]["message"] == "second"
+    assert follow_up["status"] == TaskStatus.SUCCEEDED and follow_up["events"][0]["data"]["message"] == "second"
     assert len(llm.agent_requests) == 2
 
 
@@ -51,17 +53,17 @@ def test_the_tool_iteration_limit_fails_the_turn_and_its_last_round_leaves_the_q
     cid = sent["conversation_id"]
     llm.wait_for_requests(3)
     late = server.send("a late message", cid)
-    assert late["delivery"] == "injected_inline" and late["task_id"] == sent["task_id"]
+    assert late["delivery"] == Delivery.INJECTED_INLINE and late["task_id"] == sent["task_id"]
     last_round.set()
 
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "failed" and task["error"]["code"] == "iteration_limit"
-    assert event_types(task)[-1] == "error"
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "iteration_limit"
+    assert event_types(task)[-1] == ErrorEvent.TYPE
     assert task["events"][-1]["data"]["message"] == "stopped after 3 model calls without a final answer"
-    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     assert [r["output"].strip() for r in results] == ["again", "again", "last"]
     # No model call follows the last round, so its inline batch must not take the late message...
-    assert [e["data"]["message"] for e in task["events"] if e["type"] == "user_message"] == ["loop forever"]
+    assert [e["data"]["message"] for e in task["events"] if e["type"] == UserMessageEvent.TYPE] == ["loop forever"]
 
     # ...which starts the follow-up instead, with a valid history: every call closed, then the message.
     reqs = llm.wait_for_requests(4, timeout=FOLLOW_UP_S)
@@ -69,5 +71,5 @@ def test_the_tool_iteration_limit_fails_the_turn_and_its_last_round_leaves_the_q
     assert [m["role"] for m in follow_up[-3:]] == ["assistant", "tool", "user"]
     assert follow_up[-1]["content"] == "a late message"
     follow = [t for t in _tasks(server, cid) if t["task_id"] != sent["task_id"]]
-    assert len(follow) == 1 and server.wait_task(follow[0]["task_id"])["status"] == "succeeded"
+    assert len(follow) == 1 and server.wait_task(follow[0]["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert len(llm.agent_requests) == 4

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 
+from modules.statuses import SendStatus, TaskStatus
 from test.scripted_llm import text
 
 
 def _chat(server, llm, message: str, reply: str, conversation_id: str | None = None) -> dict:
     llm.script(text(reply))
     sent = server.send(message, conversation_id)
-    assert server.wait_task(sent["task_id"])["status"] == "succeeded"
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
     return sent
 
 
@@ -28,8 +29,8 @@ def test_an_edit_is_a_new_version_the_model_sees_alone(auth_server, llm):
     res = auth_server.post(url, {"message": "Name a shape"})
     assert res.status_code == 202, res.text
     answer = res.json()
-    assert answer["status"] == "routed" and answer["target_agent"] == "MasterAgent"
-    assert auth_server.wait_task(answer["task_id"])["status"] == "succeeded"
+    assert answer["status"] == SendStatus.ROUTED and answer["target_agent"] == "MasterAgent"
+    assert auth_server.wait_task(answer["task_id"])["status"] == TaskStatus.SUCCEEDED
     request = llm.agent_requests[-1].body["messages"]
     assert [m["content"] for m in request[1:]] == ["Name a shape"]  # the older version and what followed it left
     history = auth_server.get(f"/api/conversations/{cid}/messages").json()["data"]
@@ -43,10 +44,10 @@ def test_an_edit_is_a_new_version_the_model_sees_alone(auth_server, llm):
     llm.script(text("Square."))
     again = auth_server.post(f"/api/conversations/{cid}/messages/{answer['message_id']}/edit",
                              {"message": "Name a polygon"}).json()
-    assert auth_server.wait_task(again["task_id"])["status"] == "succeeded"
+    assert auth_server.wait_task(again["task_id"])["status"] == TaskStatus.SUCCEEDED
     llm.script(text("Hexagon."))
     regen = auth_server.post(f"/api/conversations/{cid}/regenerate").json()
-    assert auth_server.wait_task(regen["task_id"])["status"] == "succeeded"
+    assert auth_server.wait_task(regen["task_id"])["status"] == TaskStatus.SUCCEEDED
     assert [m["content"] for m in llm.agent_requests[-1].body["messages"][1:]] == ["Name a polygon"]
     history = auth_server.get(f"/api/conversations/{cid}/messages").json()["data"]
     roots = {m["metadata"].get("version_of") for m in history if m["role"] == "user"} - {None}
@@ -61,4 +62,4 @@ def test_an_edit_is_a_new_version_the_model_sees_alone(auth_server, llm):
         assert (res.status_code, res.json()["code"]) == (409, "task_in_progress")
     finally:
         release.set()
-    assert auth_server.wait_task(running["task_id"])["status"] == "succeeded"
+    assert auth_server.wait_task(running["task_id"])["status"] == TaskStatus.SUCCEEDED

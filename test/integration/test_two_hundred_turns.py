@@ -9,6 +9,8 @@ import threading
 
 import pytest
 
+from modules.event_catalogue import ContextCompactedEvent
+from modules.statuses import TaskStatus
 from test.scripted_llm import text, tool_calls
 from test.scripted_steps import Step, text_of
 from test.windowed_model import WindowedModel, everything_seen
@@ -111,8 +113,8 @@ def test_two_hundred_turns_with_loud_sub_agents_stay_usable_in_a_small_window(ma
         sent = server.send(said, cid)
         cid = sent["conversation_id"]
         task = server.wait_task(sent["task_id"], timeout=60)
-        assert task["status"] == "succeeded", (turn, task["events"][-3:])
-        compactions += sum(e["type"] == "context_compacted" for e in task["events"])
+        assert task["status"] == TaskStatus.SUCCEEDED, (turn, task["events"][-3:])
+        compactions += sum(e["type"] == ContextCompactedEvent.TYPE for e in task["events"])
         assert team.violations == []
     assert model.refused == []  # no request ever passed the window
     assert team.master_requests == TURNS + TURNS // HELPER_EVERY

@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 
 import socketio
 
+from modules.event_catalogue import TaskCompleteEvent
+from modules.statuses import Route, TaskStatus
 from test.conftest import TWO_USERS, wait_until
 from test.scripted_llm import StepUsage, match_system, text, tool_calls
 
@@ -46,7 +48,7 @@ def test_reported_usage_reaches_the_ledger_task_complete_and_metrics_exactly(mak
     llm.script(text('{"questions": ["ok"]}', usage=StepUsage(30, 4)), match=match_system("You suggest"))
     sent = server.send("list files")
     cid = sent["conversation_id"]
-    complete = server.wait_event(sent["task_id"], "task_complete")
+    complete = server.wait_event(sent["task_id"], TaskCompleteEvent.TYPE)
     agent = {"prompt_tokens": 250, "completion_tokens": 30, "cached_tokens": 140, "reasoning_tokens": 5,
              "requests": 2, "estimated": 0}
     assert _sums(complete["usage"]) == agent
@@ -76,8 +78,8 @@ def test_reported_usage_reaches_the_ledger_task_complete_and_metrics_exactly(mak
         assert _metric(body, "chat_model_tokens_total", model="scripted-model", purpose="agent", kind=kind) == count
     assert _metric(body, "chat_model_requests_total", model="scripted-model", purpose="agent", status="ok") == 2
     assert _metric(body, "chat_model_request_seconds_count", model="scripted-model", purpose="agent") == 2
-    assert _metric(body, "chat_routing_decisions_total", route="pipeline") == 1
-    assert _metric(body, "chat_turns_ended_total", status="succeeded") == 1
+    assert _metric(body, "chat_routing_decisions_total", route=Route.PIPELINE) == 1
+    assert _metric(body, "chat_turns_ended_total", status=TaskStatus.SUCCEEDED) == 1
     assert "chat_turns_started_total 1.0" in body
     assert _metric(body, "chat_sandbox_commands_total", status="ok") == 1
     assert "chat_sandbox_command_seconds_count 1.0" in body
@@ -86,7 +88,7 @@ def test_reported_usage_reaches_the_ledger_task_complete_and_metrics_exactly(mak
 def test_a_provider_that_reports_no_usage_gives_estimates_marked_as_such(server, llm):
     llm.script(text("A reply of a few words, with no usage reported."))
     sent = server.send("hello there")
-    complete = server.wait_event(sent["task_id"], "task_complete")
+    complete = server.wait_event(sent["task_id"], TaskCompleteEvent.TYPE)
     usage = complete["usage"]
     assert usage["requests"] == 1 and usage["estimated"] == 1
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0 and usage["cost"] is None
@@ -99,7 +101,7 @@ def test_usage_is_the_callers_own(make_server, llm):
     server = make_server(env={"AUTH_TOKENS": TWO_USERS})
     server.token = "tok-alice"
     sent = server.send("hello")
-    server.wait_event(sent["task_id"], "task_complete")
+    server.wait_event(sent["task_id"], TaskCompleteEvent.TYPE)
     assert server.get(f"/api/conversations/{sent['conversation_id']}/usage", token="tok-bob").status_code == 404
     assert server.get("/api/usage", token="tok-bob").json()["days"] == []
     assert server.get("/api/usage").json()["totals"]["requests"] >= 2

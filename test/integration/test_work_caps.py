@@ -10,6 +10,7 @@ import time
 import pytest
 import requests
 
+from modules.event_catalogue import ToolResultEvent
 from test.conftest import TWO_USERS
 from test.integration.sandbox_helpers import send_routed
 from test.scripted_llm import text, tool_calls
@@ -35,7 +36,7 @@ def one_step(server, llm, calls: list[tuple[str, dict]], token: str, conversatio
     llm.script(text("started what I could"), match=MASTER)
     sent = send_routed(server, "start it all", token=token, conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=60, token=token)
-    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    results = [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     return results, sent["conversation_id"]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
+from modules.event_catalogue import ToolResultEvent
 from test.db_urls import fresh_database
 from test.integration.sandbox_helpers import send_routed
 from test.scripted_llm import text, tool_calls
@@ -38,7 +39,7 @@ def _steps_at_once(servers, llm, calls: list[tuple[str, dict]]) -> list[dict]:
     results = []
     for server, one in sent:
         task = server.wait_task(one["task_id"], timeout=90, token="tok-alice")
-        results += [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+        results += [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
     return results
 
 

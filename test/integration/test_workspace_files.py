@@ -8,6 +8,8 @@ import os
 import pytest
 import requests
 
+from modules.event_catalogue import ToolResultEvent
+from modules.statuses import TaskStatus
 from test.conftest import TWO_USERS
 from test.scripted_llm import text, tool_calls
 
@@ -47,8 +49,8 @@ def test_upload_list_download_survive_a_restart_and_an_agent_reads_the_file(file
     llm.script(text("The file holds a token."))
     sent = server.send("read my notes", cid)
     task = server.wait_task(sent["task_id"], timeout=30)
-    assert task["status"] == "succeeded", task
-    result = json.loads(next(e for e in task["events"] if e["type"] == "tool_result")["data"]["result"])
+    assert task["status"] == TaskStatus.SUCCEEDED, task
+    result = json.loads(next(e for e in task["events"] if e["type"] == ToolResultEvent.TYPE)["data"]["result"])
     assert result["success"] is True and "secret-token-42" in result["output"], result
 
     # a replaced file keeps its name with the new content

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from test.conftest import TWO_USERS
+from test.integration.hostile_clients import Swapper, get_as
 
 
 @pytest.fixture
@@ -19,35 +20,6 @@ def two_users(make_server):
     server = make_server(env={"AUTH_TOKENS": TWO_USERS})
     server.token = "tok-alice"
     return server
-
-
-class Swapper(threading.Thread):
-    """Swaps a regular file and a named pipe under one name, as fast as rename allows, until stopped."""
-
-    def __init__(self, folder, name: str):
-        super().__init__(daemon=True)
-        self.folder, self.name = folder, name
-        self.stop = threading.Event()
-        (folder / ".regular").write_bytes(b"regular content")
-        os.mkfifo(folder / ".pipe")
-
-    def run(self) -> None:
-        target = self.folder / self.name
-        while not self.stop.is_set():
-            for source in (".regular", ".pipe"):
-                os.link(self.folder / source, self.folder / ".next")
-                os.replace(self.folder / ".next", target)
-
-    def unblock(self) -> None:
-        """Open the pipe for writing, so a reader the server left waiting in the kernel goes on."""
-        try:
-            os.close(os.open(self.folder / ".pipe", os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-
-
-def _get(server, path: str, timeout: float, token: str = "tok-alice") -> requests.Response:
-    return requests.get(server.url + path, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
 
 
 def _healthz_s(server) -> float:
@@ -68,7 +40,7 @@ def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
     try:
         for _ in range(400):
             try:
-                res = _get(server, f"/api/conversations/{cid}/files/x.txt", 2)
+                res = get_as(server, f"/api/conversations/{cid}/files/x.txt", 2)
             except requests.Timeout:
                 pytest.fail("a download waited on the named pipe: the server stopped answering")
             answers[res.status_code] = answers.get(res.status_code, 0) + 1
@@ -106,7 +78,7 @@ def test_a_folder_of_200k_files_lists_in_pages_while_others_are_answered(two_use
     watcher.start()
     try:
         page = f"/api/conversations/{cid}/files?limit=1000"
-        listers = [threading.Thread(target=lambda: _get(server, page, 30)) for _ in range(4)]
+        listers = [threading.Thread(target=lambda: get_as(server, page, 30)) for _ in range(4)]
         for lister in listers:
             lister.start()
         for lister in listers:

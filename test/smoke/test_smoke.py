@@ -10,6 +10,8 @@ from pathlib import Path
 
 import socketio
 
+from modules.event_catalogue import TaskCompleteEvent
+from modules.statuses import TaskStatus
 from test.scripted_llm import text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,12 +53,12 @@ def test_one_rest_and_one_socket_round_trip(server, llm):
     llm.script(text("hello over REST"))
     sent = server.send("hi")
     task = server.wait_task(sent["task_id"])
-    assert task["status"] == "succeeded" and task["events"][-1]["type"] == "task_complete"
+    assert task["status"] == TaskStatus.SUCCEEDED and task["events"][-1]["type"] == TaskCompleteEvent.TYPE
 
     llm.script(text("hello over the socket"))
     done = threading.Event()
     client = socketio.Client(reconnection=False)
-    client.on("task_complete", lambda data: done.set())
+    client.on(TaskCompleteEvent.TYPE, lambda data: done.set())
     client.connect(server.url, wait_timeout=10)
     try:
         ack = client.call("send_message", {"message": "hi again", "conversation_id": sent["conversation_id"]},

@@ -11,6 +11,7 @@ from modules.agents.profiles import load_profiles
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.multi_agent.router_hooks import RouterHooks
+from modules.statuses import Visibility
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage.db import Database
@@ -52,7 +53,7 @@ class Team:
         return PendingMessage.new(
             conversation_id=self.conv.id, target_agent_id=target.id, type=type_, content=content,
             source_display_name=source.display_name, source_agent_id=source.id, question_id=question_id,
-            meta=MessageMeta(source=source_kind, visibility="chat"),
+            meta=MessageMeta(source=source_kind, visibility=Visibility.CHAT),
         )
 
     def user_history(self, agent) -> list:

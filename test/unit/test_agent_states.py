@@ -7,6 +7,7 @@ import pytest
 
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import AgentStates, StateChange
+from modules.statuses import AgentState
 from modules.storage import conversations
 from modules.storage.db import Database
 from modules.storage.models import Agent
@@ -39,16 +40,16 @@ def test_allowed_moves_apply_once_and_are_announced(states):
     assert states.transition(master.id, agent_state.WAITING, notify=False) is not None
     assert heard == [change]  # not announced: the caller does it
     row = _row(db, master.id)
-    assert (row.state, row.version) == ("waiting", 2)
+    assert (row.state, row.version) == (AgentState.WAITING, 2)
 
 
 def test_a_move_that_is_not_allowed_needs_force(states):
     db, states, master, heard = states
     assert states.transition(master.id, agent_state.WAITING) is None
     assert states.transition(master.id, agent_state.COMPLETED) is None
-    assert _row(db, master.id).state == "idle" and heard == []
+    assert _row(db, master.id).state == AgentState.IDLE and heard == []
     forced = states.transition(master.id, agent_state.WAITING, force=True)
-    assert forced is not None and (forced.previous, forced.state) == ("idle", "waiting")
+    assert forced is not None and (forced.previous, forced.state) == (AgentState.IDLE, AgentState.WAITING)
     with pytest.raises(ValueError):
         states.transition(master.id, "asleep")
     assert states.transition("no-such-agent", agent_state.RUNNING) is None
@@ -62,7 +63,7 @@ def test_the_compare_and_set_refuses_a_stale_version(states):
         assert states.transition_in(s, master.id, agent_state.IDLE, version=seen) is None
     with db.write() as s:
         assert states.transition_in(s, master.id, agent_state.IDLE, version=seen + 1) is not None
-    assert _row(db, master.id).state == "idle"
+    assert _row(db, master.id).state == AgentState.IDLE
 
 
 def test_a_lost_race_is_retried_while_the_move_is_still_allowed(states, monkeypatch):
@@ -129,4 +130,4 @@ def test_the_update_is_a_compare_and_set_on_the_version_it_read(states, monkeypa
         assert states.transition_in(s, master.id, agent_state.RUNNING) is None
     monkeypatch.undo()
     row = _row(db, master.id)
-    assert (row.state, row.version) == ("idle", 1)
+    assert (row.state, row.version) == (AgentState.IDLE, 1)

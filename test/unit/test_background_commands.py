@@ -13,6 +13,7 @@ from modules import background_command_manager as bcm
 from modules.background_command_manager import BackgroundCommandManager
 from modules.multi_agent.message_router import MessageRouter
 from modules.multi_agent.router_hooks import RouterHooks
+from modules.statuses import CommandStatus
 from modules.storage import conversations, processes
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
@@ -77,7 +78,7 @@ def test_a_command_whose_process_is_gone_is_reported_lost_once(tmp_path):
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 1
     assert successor.recover_lost({"proc-1": "elsewhere"}) == 0
     cmd = manager.in_conversation(conv.id)[0]
-    assert cmd.status == "lost" and "its result is lost" in cmd.error
+    assert cmd.status == CommandStatus.LOST and "its result is lost" in cmd.error
     notices = router.consume_pending_messages(master.id, conv.id, "task-1")
     assert len(notices) == 1 and "lost" in notices[0].content
     manager.cancel(cmd.id)  # the original runner ends; its late finish must not add a second notice
@@ -94,8 +95,8 @@ def test_output_with_nul_bytes_is_stored_and_holds_up_no_other_command(tmp_path)
         fine = manager.start(conv.id, master.id, "echo fine", tmp_path / "ws", 10)
         _wait(lambda: not manager.has_running(conv.id))
         by_id = {c.id: c for c in manager.in_conversation(conv.id)}
-        assert by_id[nul].status == "succeeded" and by_id[nul].output_tail == "a\ufffdb"
-        assert by_id[fine].status == "succeeded" and by_id[fine].output_tail.strip() == "fine"
+        assert by_id[nul].status == CommandStatus.SUCCEEDED and by_id[nul].output_tail == "a\ufffdb"
+        assert by_id[fine].status == CommandStatus.SUCCEEDED and by_id[fine].output_tail.strip() == "fine"
         assert len(router.consume_pending_messages(master.id, conv.id, "task-1")) == 2
         db.dispose()
 
@@ -103,7 +104,7 @@ def test_output_with_nul_bytes_is_stored_and_holds_up_no_other_command(tmp_path)
 def _orphan(db, conv, master, tmp_path, pid: int, pid_started: int | None, owner: str | None = "proc-dead") -> None:
     with db.write() as s:
         s.add(BackgroundCommand(id=new_id(), conversation_id=conv.id, agent_id=master.id, command="sleep 60",
-                                status="running", timeout_s=60, pid=pid, pid_started=pid_started,
+                                status=CommandStatus.RUNNING, timeout_s=60, pid=pid, pid_started=pid_started,
                                 log_path=str(tmp_path / "orphan.log"), owner=owner, created_at=now()))
 
 
@@ -118,7 +119,7 @@ def test_recovery_kills_a_dead_servers_command_but_never_a_process_that_reused_i
         assert manager.recover_lost({"proc-dead": processes.HOST}) == 2
         assert orphan.wait(5) == -9
         assert bystander.poll() is None
-        assert {c.status for c in manager.in_conversation(conv.id)} == {"lost"}
+        assert {c.status for c in manager.in_conversation(conv.id)} == {CommandStatus.LOST}
     finally:
         bystander.kill()
         orphan.kill()
@@ -139,7 +140,7 @@ def test_a_command_that_cannot_be_run_ends_failed_with_the_reason_and_a_notice(t
         _wait(lambda: not manager.has_running(conv.id))
     cmd = manager.get(command_id)
     assert (cmd.status, cmd.exit_code, cmd.output_tail, cmd.output_truncated, cmd.error) == (
-        "failed", None, "", False, "could not run: no shell here")
+        CommandStatus.FAILED, None, "", False, "could not run: no shell here")
     assert before <= cmd.finished_at <= now()
     [record] = caplog.records
     assert record.getMessage() == f"background command {command_id} failed to run" and record.exc_info

@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 from modules import background_command_manager as bcm
 from modules.background_command_manager import BackgroundCommandManager, Finish
 from modules.multi_agent.message_router import MessageRouter
+from modules.statuses import CommandStatus, MessageSource, Visibility
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
@@ -71,7 +72,8 @@ def _running(db, conv, agent, n):
     with Database.write(db) as s:
         for i in range(n):
             cmd = BackgroundCommand(id=f"{agent.display_name}-{i}", conversation_id=conv.id, agent_id=agent.id,
-                                    command=f"job {i}", status="running", output_truncated=False, timeout_s=10,
+                                    command=f"job {i}", status=CommandStatus.RUNNING, output_truncated=False,
+                                    timeout_s=10,
                                     log_path="/dev/null", owner="proc-1", created_at=now())
             s.add(cmd)
             ids.append(cmd.id)
@@ -107,9 +109,9 @@ def test_a_notice_is_named_by_its_command_and_carries_the_documented_metadata(te
     [row] = queue.list_queued(db, master.id)
     assert (row.id, row.type, row.source_display_name, row.target_agent_id) == (
         f"cmd-{command_id}", "notice", "background_command", master.id)
-    assert row.meta == {"source": "background_command", "visibility": "compact",
+    assert row.meta == {"source": MessageSource.BACKGROUND_COMMAND, "visibility": Visibility.COMPACT,
                         "auto_message_type": "background_command", "background_command_notice": True,
-                        "command_id": command_id, "status": "succeeded", "finished_at": ended}
+                        "command_id": command_id, "status": CommandStatus.SUCCEEDED, "finished_at": ended}
     assert row.content == bcm.build_command_notice_text(manager.get(command_id)) and delivered[0].id == row.id
 
 
@@ -133,7 +135,7 @@ def test_an_outage_is_retried_until_the_finish_and_its_notice_are_recorded_once(
     assert naps == pytest.approx([0.4, 0.8, 1.6, 3.2, 6.4, 10.0]), "each try backs off twice as long, up to 10 s"
     assert [r.getMessage() for r in caplog.records] == [
         f"could not record the end of command {command_id} (attempt {n})" for n in range(1, 7)]
-    assert manager.get(command_id).status == "succeeded"
+    assert manager.get(command_id).status == CommandStatus.SUCCEEDED
     assert manager.get(command_id).output_tail == f"out of {command_id}"
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == [command_id]
     assert len(delivered) == 1
@@ -143,8 +145,8 @@ def test_a_finish_already_recorded_is_not_recorded_again(team):
     db, conv, master, _, manager, delivered = team
     (command_id,) = _running(db, conv, master, 1)
     manager._finish_reliably([_finish(command_id, now())])
-    manager._finish_reliably([_finish(command_id, now(), status="failed")])
-    assert manager.get(command_id).status == "succeeded"
+    manager._finish_reliably([_finish(command_id, now(), status=CommandStatus.FAILED)])
+    assert manager.get(command_id).status == CommandStatus.SUCCEEDED
     assert len(queue.list_queued(db, master.id)) == 1 and len(delivered) == 1
 
 
@@ -154,14 +156,14 @@ def test_a_command_past_its_timeout_ends_timed_out_and_says_so(team, tmp_path):
     # 3 s: long enough for `echo` to have run on any machine, far below the `sleep 30` it cuts short.
     command_id = manager.start(conv.id, master.id, "echo begun; sleep 30", tmp_path / "ws", 3)
     deadline = time.monotonic() + 20
-    while manager.get(command_id).status == "running":
+    while manager.get(command_id).status == CommandStatus.RUNNING:
         assert time.monotonic() < deadline, "the timed-out command never finished"
         time.sleep(0.02)
     assert time.monotonic() - started < 25, "the timeout did not stop `sleep 30`"
     cmd = manager.get(command_id)
-    assert cmd.status == "timed_out" and cmd.error == "timed out after 3 s"
+    assert cmd.status == CommandStatus.TIMED_OUT and cmd.error == "timed out after 3 s"
     (notice,) = queue.list_queued(db, master.id)
-    assert notice.meta["status"] == "timed_out"
+    assert notice.meta["status"] == CommandStatus.TIMED_OUT
     assert notice.content.startswith(f"[Background command {command_id[:8]} timed_out")
     assert "timed out after 3 s" in notice.content and "begun" in notice.content
     assert [n.meta.command_id for n in delivered] == [command_id]
@@ -195,7 +197,7 @@ def test_a_record_the_database_refuses_is_written_without_its_output_and_holds_u
     assert naps == [], "a refusal of the output is no outage: written again at once"
     refused = manager.get(ids[1])
     assert (refused.status, refused.exit_code, refused.output_tail, refused.output_truncated, refused.error) == (
-        "failed", 2, "", False, "its output could not be stored; see the command log")
+        CommandStatus.FAILED, 2, "", False, "its output could not be stored; see the command log")
     assert [manager.get(i).output_tail for i in (ids[0], ids[2])] == [f"out of {ids[0]}", f"out of {ids[2]}"]
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == ids
     assert [r.getMessage() for r in caplog.records] == [
@@ -211,7 +213,7 @@ def test_a_record_refused_even_without_its_output_waits_as_for_an_outage(team, m
     _refusing(manager, command_id, times=7)
     manager._finish_reliably([_finish(command_id, now())])
     assert naps == pytest.approx([0.8, 1.6, 3.2, 6.4, 10.0, 10.0])  # not after the first refusal: its output
-    assert manager.get(command_id).status == "succeeded" and manager.get(command_id).output_tail == ""
+    assert manager.get(command_id).status == CommandStatus.SUCCEEDED and manager.get(command_id).output_tail == ""
 
 
 def test_one_failed_delivery_keeps_no_other_agent_asleep_and_says_which(team, caplog):
@@ -255,7 +257,7 @@ def test_one_finisher_at_a_time_and_a_finish_handed_in_meanwhile_joins_its_next_
     first.join(30)
     assert [(n, batch) for _, n, batch in writers] == [(1, [ids[0]]), (1, [ids[1]])]
     assert writers[0][0] == writers[1][0] == first.ident
-    assert [manager.get(i).status for i in ids] == ["succeeded", "succeeded"]
+    assert [manager.get(i).status for i in ids] == [CommandStatus.SUCCEEDED, CommandStatus.SUCCEEDED]
 
 
 class HookedLock:
@@ -284,8 +286,8 @@ def test_a_finish_handed_in_as_the_finisher_leaves_is_written_by_a_new_one(team)
     # releases: 1 handed in, 2 took the batch, 3 found the list empty (and leaves), 4 the late finish handed in
     manager._lock = HookedLock({3: lambda: manager._submit(_finish(ids[1], now()))})
     manager._submit(_finish(ids[0], now()))
-    assert manager.get(ids[0]).status == "succeeded" and manager.get(ids[1]).status == "running"
+    assert manager.get(ids[0]).status == CommandStatus.SUCCEEDED and manager.get(ids[1]).status == CommandStatus.RUNNING
     [(fn, args)] = spawned
     fn(*args)
-    assert manager.get(ids[1]).status == "succeeded"
+    assert manager.get(ids[1]).status == CommandStatus.SUCCEEDED
     assert [r.meta["command_id"] for r in queue.list_queued(db, master.id)] == ids

@@ -12,6 +12,7 @@ import pytest
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
 from modules.context.budget import RefusedSizes
+from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelReply
 from modules.llm.tokens import count_messages, count_tools
 from modules.storage import conversations
@@ -125,7 +126,7 @@ def test_a_long_history_is_summarised_once_and_then_read_from_the_summary_on(win
     assert size <= 3000
     [(kind, data)] = events
     summary = summary_store.latest(window.db, window.agent.id)
-    assert kind == "context_compacted" and data["summary_id"] == summary.summary_id
+    assert kind == ContextCompactedEvent.TYPE and data["summary_id"] == summary.summary_id
     assert data["tokens_after"] < data["tokens_before"] and data["summarised_messages"] == summary.through_seq + 1
     assert len(message_store.list_messages(window.db, window.agent.id)) == 39  # all still stored
 

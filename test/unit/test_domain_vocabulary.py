@@ -54,11 +54,11 @@ def test_the_active_agents_own_terms_and_a_shared_property_that_is_nobodys():
     assert "guesthous" in terms("HotelAgent", "any guesthouses in the north")[0]
 
 
-def test_a_term_every_profile_has_names_nobody_and_the_signals_words_are_no_terms():
-    assert "北京" in VOCABULARY.view("MasterAgent").foreign  # the others have it, the master's text lacks it
+def test_a_term_every_sub_agent_has_names_nobody_and_the_signals_words_are_no_terms():
+    assert "北京" not in VOCABULARY.view("MasterAgent").foreign  # every sub-agent's description has it
     team = {**TEAM, "MasterAgent": profile("MasterAgent", "北京的旅客助手。", kind="master")}
     view = TeamVocabulary.of(team, SIGNALS).view("RestaurantAgent")
-    assert "北京" not in view.own | view.foreign  # now every profile has it
+    assert "北京" not in view.own | view.foreign
     own, foreign = terms("RestaurantAgent", "ok please, the one with it")
     assert not own and not foreign
 
@@ -69,3 +69,15 @@ def test_keywords_boost_a_term_to_its_agent():
     without = TeamVocabulary.of(team, SIGNALS, use_keywords=False)
     assert "车牌" in with_keywords.view("TaxiAgent").own and "车牌" in with_keywords.view("HotelAgent").foreign
     assert "车牌" not in without.view("HotelAgent").foreign
+
+
+def test_the_masters_text_names_no_domain():
+    """The master answers what the others do not cover: its words ("anything", "traveller") lead nowhere, while a
+    lone sub-agent's words still lead away from the master."""
+    master = profile("MasterAgent", "Greets the traveller and answers anything the other agents do not cover.",
+                     kind="master")
+    view = TeamVocabulary.of({**TEAM, "MasterAgent": master}, SIGNALS).view("RestaurantAgent")
+    assert not {"anyth", "traveller", "greet"} & (view.own | view.foreign)
+    alone = TeamVocabulary.of({"MasterAgent": master, "InfoAgent": profile("InfoAgent", "Explains travel policies.")},
+                              SIGNALS)
+    assert "policy" in alone.view("MasterAgent").foreign and "policy" in alone.view("InfoAgent").own

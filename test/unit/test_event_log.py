@@ -10,8 +10,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from modules.event_catalogue import (
+    AgentStateEvent,
     AiMessageStartEvent,
     ReasoningChunkEvent,
+    SuggestionsEvent,
+    TaskCompleteEvent,
     TaskEndEvent,
     TextChunkEvent,
     TextEndEvent,
@@ -103,8 +106,8 @@ def test_a_failed_writer_fails_alone_and_its_task_continues_from_the_durable_log
     db, conv, master = team
     log = EventLog(db)
     good, bad = _tasks(db, conv, master, 2)
-    task_store.insert_events(db, bad, 0, [("tool_start", {})])  # index 0 taken behind the cache's back
-    row = dict(type="tool_start", data={}, ts=0.0)
+    task_store.insert_events(db, bad, 0, [(ToolStartEvent.TYPE, {})])  # index 0 taken behind the cache's back
+    row = dict(type=ToolStartEvent.TYPE, data={}, ts=0.0)
     errors = log.writer.insert_each(TaskEvent.__table__, [[dict(task_id=good, idx=0, **row)],
                                                           [dict(task_id=bad, idx=0, **row)]])
     assert errors[0] is None and isinstance(errors[1], IntegrityError)
@@ -112,9 +115,9 @@ def test_a_failed_writer_fails_alone_and_its_task_continues_from_the_durable_log
 
     log._next[bad] = 0  # the cache believes index 0 is free
     with pytest.raises(IntegrityError):
-        log.append(bad, "tool_start", {})
+        log.append(bad, ToolStartEvent.TYPE, {})
     assert log.append(bad, "tool_end", {}) == 1  # the index was read from the log again
-    assert [e.type for e in task_store.list_events(db, bad)] == ["tool_start", "tool_end"]
+    assert [e.type for e in task_store.list_events(db, bad)] == [ToolStartEvent.TYPE, "tool_end"]
 
 
 def test_chunks_of_one_message_become_one_event_and_other_events_keep_their_place(team):
@@ -131,8 +134,8 @@ def test_chunks_of_one_message_become_one_event_and_other_events_keep_their_plac
     sender.emit(TextChunkEvent(message_id="m2", content="next"))  # another message: not merged
     sender.emit(TextEndEvent(message_id="m2", content="next"))
 
-    expected = [("ai_message_start", None), ("text_chunk", "Hello, wor"), ("tool_start", None),
-                ("text_chunk", "ld!"), ("text_chunk", "next"), ("text_end", "next")]
+    expected = [(AiMessageStartEvent.TYPE, None), (TextChunkEvent.TYPE, "Hello, wor"), (ToolStartEvent.TYPE, None),
+                (TextChunkEvent.TYPE, "ld!"), (TextChunkEvent.TYPE, "next"), (TextEndEvent.TYPE, "next")]
     logged = task_store.list_events(db, task_id)
     assert [(e.type, e.data.get("content")) for e in logged] == expected
     assert [e.idx for e in logged] == list(range(len(expected)))
@@ -152,7 +155,7 @@ def test_thinking_chunks_are_coalesced_apart_from_the_text_chunks_of_the_same_me
         sender.emit(TextChunkEvent(message_id="m1", content=piece))
     sender.emit(TextEndEvent(message_id="m1", content="Yes."))
 
-    expected = [("reasoning_chunk", "I think so."), ("text_chunk", "Yes."), ("text_end", "Yes.")]
+    expected = [(ReasoningChunkEvent.TYPE, "I think so."), (TextChunkEvent.TYPE, "Yes."), (TextEndEvent.TYPE, "Yes.")]
     assert [(e.type, e.data.get("content")) for e in task_store.list_events(db, task_id)] == expected
     assert [(t, d.get("content")) for t, d in transport.of(task_id)] == expected
 
@@ -165,7 +168,7 @@ def test_a_chunk_goes_out_when_its_window_ends_without_another_event(team):
     sender.emit(TextChunkEvent(message_id="m1", content="a"))
     sender.emit(TextChunkEvent(message_id="m1", content="b"))
     transport.wait_for(1, task_id)
-    assert [(t, d["content"], d["idx"]) for t, d in transport.of(task_id)] == [("text_chunk", "ab", 0)]
+    assert [(t, d["content"], d["idx"]) for t, d in transport.of(task_id)] == [(TextChunkEvent.TYPE, "ab", 0)]
     assert transport.not_durable == []
 
 
@@ -179,8 +182,9 @@ def test_a_tasks_end_written_in_its_own_transaction_comes_after_a_waiting_chunk(
         end = TaskEndEvent(has_running_sub_agents=False, has_running_background_commands=False)
         first = log.append_in(s, task_id, sender.payloads([end]))
     assert first == 1
-    assert [(e.idx, e.type) for e in task_store.list_events(db, task_id)] == [(0, "text_chunk"), (1, "task_stopped")]
-    assert [(t, d["content"]) for t, d in transport.of(task_id)] == [("text_chunk", "partial")]
+    assert [(e.idx, e.type) for e in task_store.list_events(db, task_id)] == [(0, TextChunkEvent.TYPE), (1,
+                                                                                                         TaskEndEvent.TYPE)]
+    assert [(t, d["content"]) for t, d in transport.of(task_id)] == [(TextChunkEvent.TYPE, "partial")]
 
 
 def test_without_a_window_every_chunk_is_its_own_event(team):
@@ -191,7 +195,7 @@ def test_without_a_window_every_chunk_is_its_own_event(team):
     for piece in ("a", "b"):
         sender.emit(TextChunkEvent(message_id="m1", content=piece))
     assert [(e.type, e.data["content"]) for e in task_store.list_events(db, task_id)] == [
-        ("text_chunk", "a"), ("text_chunk", "b")]
+        (TextChunkEvent.TYPE, "a"), (TextChunkEvent.TYPE, "b")]
 
 
 def test_an_event_after_the_tasks_end_follows_the_ends_events_in_the_log(team):
@@ -200,9 +204,9 @@ def test_an_event_after_the_tasks_end_follows_the_ends_events_in_the_log(team):
     db, conv, master = team
     log = EventLog(db)
     [task_id] = _tasks(db, conv, master, 1)
-    assert log.append(task_id, "text_end", {"content": "done"}) == 0
+    assert log.append(task_id, TextEndEvent.TYPE, {"content": "done"}) == 0
     with log.exclusive(task_id), db.write() as s:
-        assert log.append_in(s, task_id, [("agent_state", {}), ("task_complete", {})]) == 1
-    assert log.append(task_id, "suggestions", {"questions": ["more?"]}) == 3
+        assert log.append_in(s, task_id, [(AgentStateEvent.TYPE, {}), (TaskCompleteEvent.TYPE, {})]) == 1
+    assert log.append(task_id, SuggestionsEvent.TYPE, {"questions": ["more?"]}) == 3
     assert [e.type for e in task_store.list_events(db, task_id, 0, 10)] == [
-        "text_end", "agent_state", "task_complete", "suggestions"]
+        TextEndEvent.TYPE, AgentStateEvent.TYPE, TaskCompleteEvent.TYPE, SuggestionsEvent.TYPE]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from modules.agents.profiles import AgentProfile
+from modules.event_catalogue import SuggestionsEvent
 from modules.multi_agent.active_agent import Active, ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
@@ -127,7 +128,8 @@ def test_an_action_word_offered_as_a_chip_after_the_last_reply_continues(team):
     reply = _reply(db, conv, sub, "杭州：住宿每晚 500 元以内。", task_id)  # proposes nothing itself
     chip = "提交"
     assert not fast.verdict(sub, chip).continues
-    task_store.insert_events(db, task_id, 0, [("suggestions", {"message_id": reply.message_id, "questions": [chip]})])
+    task_store.insert_events(db, task_id, 0, [(SuggestionsEvent.TYPE, {"message_id": reply.message_id,
+                                                                       "questions": [chip]})])
     assert fast.verdict(sub, chip).continues
 
 

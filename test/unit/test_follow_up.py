@@ -11,10 +11,10 @@ from modules.multi_agent.domain_vocabulary import DomainView, TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
 from modules.multi_agent.follow_up import ReplyContext, judge
 from modules.multi_agent.routing_stage import parse_combined
-from test.unit.test_routing_units import TOOLS
+from test.unit.teams import TOOL_NAMES
 
 SIGNALS = load_routing_signals(None)
-PROFILES = load_profiles(None, TOOLS)
+PROFILES = load_profiles(None, TOOL_NAMES)
 VOCABULARY = TeamVocabulary.of(PROFILES, SIGNALS)
 
 
@@ -75,6 +75,18 @@ def test_a_term_after_an_attribute_prefix_belongs_to_the_current_subject():
     assert not judge(SIGNALS, "吃完饭我想找一个门票免费的景点", "推荐您去讲礼驴肉馆。", domain).continues
 
 
+@pytest.mark.parametrize(("message", "reply", "follows"), [
+    ("它家周边有哪些餐馆？", "您可以在北宫门站下车。", True),  # a reference: the station it just named
+    ("北宫门站周边有哪些餐馆？", "您可以在北宫门站下车。", True),  # a name of its last reply
+    ("周边有哪些餐馆？", "您可以在北宫门站下车。", True),  # no subject: the current one
+    ("颐和园周边有哪些餐馆？", "您可以在北宫门站下车。", False),  # a place it never named: a request for restaurants
+    ("这家酒店周边有哪些餐馆？", "您可以在北宫门站下车。", False),  # another agent's subject
+])
+def test_another_agents_domain_after_an_attribute_prefix_needs_the_active_agents_subject(message, reply, follows):
+    domain = DomainView.of_terms(own=("地铁", "地铁站"), foreign=("餐馆", "酒店"))
+    assert judge(SIGNALS, message, reply, domain).continues is follows
+
+
 def test_reply_context():
     assert ReplyContext("确认预订吗？").asked_question and ReplyContext("确认预订吗？").invites_action
     assert ReplyContext("1. A\n2. B").offered_options
@@ -118,6 +130,7 @@ def test_english_follow_ups_and_corrections_go_on_with_the_agent_without_keyword
     ("好嘞，那帮我订一张下周一去新加坡的商务舱", "新加坡：住宿每晚不超过 1200 元。", "InfoAgent"),  # no ellipsis
     ("never mind, book a taxi from the airport instead", "Boston: meals $79 a day.", "InfoAgent"),  # "Books trips"
     ("and can you fix the shell command too?", "Boston: meals $79 a day.", "InfoAgent"),  # CoderAgent's words
+    ("这个超标了吗", "已预订，确认号 HZ5822。", "BookingAgent"),  # the policy agent's: its description says 超标
 ])
 def test_short_requests_naming_another_agents_domain_leave_the_fast_path_without_keywords(message, reply, active):
     assert not plain_verdict(message, reply, active).continues

@@ -12,9 +12,11 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from modules.agents.profiles import SUB_AGENT_KIND
+from modules.event_catalogue import AgentStateEvent, ErrorEvent, TaskCompleteEvent
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter
+from modules.statuses import TaskStatus
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import processes, retry
@@ -103,9 +105,10 @@ class Transport:
 @pytest.fixture
 def turn_end(db, monkeypatch):
     """A sub-agent's turn in progress in this process ("me"), and what `finish_turn` needs of the runtime:
-    the real database, event log, agent states and router (its delivery observed), no sleeps between tries."""
+    the real database, event log, agent states and router (its delivery observed), no sleeps between tries
+    (retry's own only: the group commit's leader yields through time.sleep(0) too)."""
     naps = []
-    monkeypatch.setattr(retry.time, "sleep", naps.append)
+    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=naps.append))
     conv, master, sub, manager = conversation_with_sub_agent(db)
     states, router, delivered = AgentStates(db), MessageRouter(db), []
     router.deliver = delivered.append
@@ -137,12 +140,12 @@ def test_the_end_of_a_turn_is_retried_through_an_outage_and_written_once(db, tur
     db.fail_before = 3
     assert t.end(TurnOutcome(SUCCEEDED)) is True
     assert len(t.naps) == 3 and t.naps == sorted(t.naps) and t.naps[0] > 0, "each try backs off, longer each time"
-    assert task_store.get_task(db, t.task_id).status == "succeeded"
+    assert task_store.get_task(db, t.task_id).status == TaskStatus.SUCCEEDED
     assert agent_store.get_agent(db, t.sub.id).state == agent_state.COMPLETED
     [notice] = queue.list_queued(db, t.master.id)
     assert notice.content.startswith(f"[Sub-agent {t.sub.display_name} succeeded")
     assert [n.id for n in t.delivered] == [notice.id]
-    assert _logged(db, t.task_id) == t.transport.emitted == ["agent_state", "task_complete"]
+    assert _logged(db, t.task_id) == t.transport.emitted == [AgentStateEvent.TYPE, TaskCompleteEvent.TYPE]
 
 
 def test_an_end_committed_whose_answer_was_lost_counts_as_written(db, turn_end):
@@ -151,20 +154,20 @@ def test_an_end_committed_whose_answer_was_lost_counts_as_written(db, turn_end):
     assert t.end(TurnOutcome(FAILED, {"code": "x", "message": "boom"})) is True
     assert len(t.naps) == 1
     task = task_store.get_task(db, t.task_id)
-    assert (task.status, task.error) == ("failed", {"code": "x", "message": "boom"})
+    assert (task.status, task.error) == (TaskStatus.FAILED, {"code": "x", "message": "boom"})
     assert agent_store.get_agent(db, t.sub.id).state == agent_state.IDLE
     [notice] = queue.list_queued(db, t.master.id)
     assert [n.id for n in t.delivered] == [notice.id]
-    assert _logged(db, t.task_id) == ["agent_state", "error"]  # once: the retry wrote nothing again
+    assert _logged(db, t.task_id) == [AgentStateEvent.TYPE, ErrorEvent.TYPE]  # once: the retry wrote nothing again
 
 
 def test_a_turn_another_process_took_over_keeps_its_end_and_sends_no_notice(db, turn_end):
     t = turn_end
     with Database.write(db) as s:
         task = s.get(Task, t.task_id)
-        task.status, task.owner, task.error = "failed", "the-other-process", {"code": "interrupted"}
+        task.status, task.owner, task.error = TaskStatus.FAILED, "the-other-process", {"code": "interrupted"}
     assert t.end(TurnOutcome(SUCCEEDED)) is False
     task = task_store.get_task(db, t.task_id)
-    assert (task.status, task.owner, task.error) == ("failed", "the-other-process", {"code": "interrupted"})
+    assert (task.status, task.owner, task.error) == (TaskStatus.FAILED, "the-other-process", {"code": "interrupted"})
     assert queue.list_queued(db, t.master.id) == [] and t.delivered == []
     assert _logged(db, t.task_id) == [] and t.transport.emitted == []

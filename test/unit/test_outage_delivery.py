@@ -7,6 +7,7 @@ import logging
 
 from modules.multi_agent import message_router
 from modules.multi_agent.message_router import QUEUED, MessageRouter, PendingMessage
+from modules.statuses import MessageSource
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database, DatabaseUnavailable
@@ -26,7 +27,8 @@ def test_a_message_stored_before_the_database_went_away_is_queued(tmp_path, monk
 
     monkeypatch.setattr(router, "deliver", gone)
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
-                                 content="hello", source_display_name="user", meta=MessageMeta(source="user"))
+                                 content="hello", source_display_name="user",
+                                 meta=MessageMeta(source=MessageSource.USER))
     with caplog.at_level(logging.WARNING, logger=message_router.__name__):
         routed = router.route_message(master.id, message)
     assert routed.delivery == QUEUED and routed.task_id is None

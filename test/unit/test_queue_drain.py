@@ -13,6 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from modules.multi_agent.message_router import MessageRouter
+from modules.statuses import MessageSource
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -38,7 +39,8 @@ def _queue(db, conv, agent, texts):
             ids.append(new_id())
             queue.enqueue_in(s, dict(id=ids[-1], conversation_id=conv.id, target_agent_id=agent.id,
                                      source_agent_id=None, source_display_name="user", type="message",
-                                     content=text, question_id=None, meta={"source": "user"}, created_at=now()))
+                                     content=text, question_id=None, meta={"source": MessageSource.USER},
+                                     created_at=now()))
     return ids
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
+from modules.statuses import MessageSource
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -125,20 +126,20 @@ def test_discard_consumes_only_that_agents_queue(team):
 def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     db, conv, master, sub = team
     ids = _queue(db,
-                 _values(conv, master, "n1", type_="notice", source="background_command"),
+                 _values(conv, master, "n1", type_="notice", source=MessageSource.BACKGROUND_COMMAND),
                  _values(conv, sub, "s1"),
-                 _values(conv, master, "n2", type_="notice", source="sub_agent"),
-                 _values(conv, master, "m", source="background_command"),
-                 _values(conv, master, "n3", type_="notice", source="background_command"),
+                 _values(conv, master, "n2", type_="notice", source=MessageSource.SUB_AGENT),
+                 _values(conv, master, "m", source=MessageSource.BACKGROUND_COMMAND),
+                 _values(conv, master, "n3", type_="notice", source=MessageSource.BACKGROUND_COMMAND),
                  _values(conv, sub, "q", type_="ask", question_id="q_1"),
                  _values(conv, master, "a", type_="answer", question_id="q_1"))
     with db.write() as s:
         queue.take_in(s, ids[4], consumed_by="t")
     other, other_master = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
-    _queue(db, _values(other, other_master, "elsewhere", type_="notice", source="background_command"))
+    _queue(db, _values(other, other_master, "elsewhere", type_="notice", source=MessageSource.BACKGROUND_COMMAND))
     assert _ids(queue.list_queued(db, master.id)) == [ids[0], ids[2], ids[3], ids[6]]
-    assert _ids(queue.queued_notices(db, conv.id, "background_command")) == [ids[0]]
-    assert _ids(queue.queued_notices(db, conv.id, "sub_agent")) == [ids[2]]
+    assert _ids(queue.queued_notices(db, conv.id, MessageSource.BACKGROUND_COMMAND)) == [ids[0]]
+    assert _ids(queue.queued_notices(db, conv.id, MessageSource.SUB_AGENT)) == [ids[2]]
     assert queue.queued_counts(db, conv.id) == {master.id: 4, sub.id: 2}
     assert (queue.queued_count(db, master.id), queue.queued_count(db, sub.id)) == (4, 2)
     assert queue.queued_count(db, other_master.id) == 1 and queue.queued_count(db, "nobody") == 0
@@ -152,12 +153,12 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     assert sorted(queue.agents_with_queued(db)) == sorted([sub.id, other_master.id])
     assert queue.queued_counts(db, conv.id) == {sub.id: 2}
     assert queue.queued_count(db, master.id) == 0
-    assert queue.queued_notices(db, conv.id, "background_command") == []
+    assert queue.queued_notices(db, conv.id, MessageSource.BACKGROUND_COMMAND) == []
 
 
 def test_the_users_unread_messages_are_those_queued_or_routing_in_send_order(team):
     db, conv, master, sub = team
-    ids = _queue(db, _values(conv, master, "first"), _values(conv, sub, "peer", source="sub_agent"),
+    ids = _queue(db, _values(conv, master, "first"), _values(conv, sub, "peer", source=MessageSource.SUB_AGENT),
                  _values(conv, sub, "second"), _values(conv, master, "read"))
     with db.write() as s:
         assert store_in(s, _values(conv, master, "still routing"))

@@ -14,6 +14,7 @@ from sqlalchemy import event
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import INJECTED_INLINE, MessageRouter, PendingMessage, RouteError
+from modules.statuses import MessageSource
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
@@ -34,7 +35,7 @@ def team(request, tmp_path) -> Iterator[tuple]:
 
 def _message(conv, target_id: str, content: str) -> PendingMessage:
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=target_id, type="message", content=content,
-                              source_display_name="user", meta=MessageMeta(source="user"))
+                              source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
 
 
 def test_sends_of_one_batch_each_hear_their_own_answer(team):

@@ -22,6 +22,7 @@ from modules.multi_agent.message_router import (
     history_text,
 )
 from modules.multi_agent.router_hooks import RouterHooks
+from modules.statuses import Delivery, MessageSource, Route, Visibility
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -36,29 +37,30 @@ def msg(type_="message", source="agent_message", content="hi", question_id=None,
 
 
 @pytest.mark.parametrize(("message", "text"), [
-    (msg(source="user", content="go"), "go"),
-    (msg(source="user", content="go", rewritten_query="go to Paris"), "go\n\n[Understood as: go to Paris]"),
-    (msg(source="sub_agent", type_="notice", content="[Sub-agent done]"), "[Sub-agent done]"),
-    (msg(source="background_command", type_="notice", content="[cmd]"), "[cmd]"),
+    (msg(source=MessageSource.USER, content="go"), "go"),
+    (msg(source=MessageSource.USER, content="go", rewritten_query="go to Paris"), "go\n\n[Understood as: go to Paris]"),
+    (msg(source=MessageSource.SUB_AGENT, type_="notice", content="[Sub-agent done]"), "[Sub-agent done]"),
+    (msg(source=MessageSource.BACKGROUND_COMMAND, type_="notice", content="[cmd]"), "[cmd]"),
     (msg(type_="task", content="do it"), "do it"),
     (msg(type_="ask", content="why?", question_id="q_1"),
      "[Question q_1 from InfoAgent_1] why?\n(Reply with your answer tool, question_id=q_1.)"),
     (msg(type_="answer", content="because", question_id="q_1"), "[Answer to q_1 from InfoAgent_1] because"),
-    (msg(source="guidance", content="faster"), "[Message from InfoAgent_1] faster"),
+    (msg(source=MessageSource.GUIDANCE, content="faster"), "[Message from InfoAgent_1] faster"),
 ])
 def test_how_a_queued_message_reads_in_the_history(message, text):
     assert history_text(message) == text
 
 
 def test_the_history_entry_keeps_the_messages_id_and_says_where_it_came_from():
-    draft = history_draft(msg(type_="ask", question_id="q_9", visibility="compact", route="hil", extra=1),
+    draft = history_draft(msg(type_="ask", question_id="q_9", visibility=Visibility.COMPACT, route=Route.HIL, extra=1),
                           starts_work=True)
     assert draft.role == "user" and draft.message_id is not None
-    assert draft.meta.dump() == {"route": "hil", "extra": 1, "source": "agent_message", "visibility": "compact",
+    assert draft.meta.dump() == {"route": Route.HIL, "extra": 1, "source": MessageSource.AGENT_MESSAGE,
+                                 "visibility": Visibility.COMPACT,
                                  "starts_work": True, "message_type": "ask", "from_agent": "InfoAgent_1",
                                  "question_id": "q_9"}
     plain = history_draft(msg(), starts_work=False).meta
-    assert plain.visibility == "chat" and plain.starts_work is False and plain.question_id is None
+    assert plain.visibility == Visibility.CHAT and plain.starts_work is False and plain.question_id is None
     with pytest.raises(ValueError):
         msg(type_="shout")
 
@@ -72,7 +74,7 @@ def test_which_messages_answer_a_blocked_ask():
     object.__setattr__(early, "created_at", asked.since - 1)
     assert not asked.matches(early)
     from_user = AskWaiter("a", "q_3", None, from_user=True)
-    assert from_user.matches(msg(source="user")) and not from_user.matches(msg())
+    assert from_user.matches(msg(source=MessageSource.USER)) and not from_user.matches(msg())
     assert not AskWaiter("a", "q_4", None).matches(msg())
 
 
@@ -134,7 +136,7 @@ def test_a_terminated_agent_takes_nothing_more(team):
         router.route_message(sub.id, to(conv, sub, content="after"))
     assert queue.list_queued(db, sub.id) == []  # its queue went with it
     # A notice queued past the termination (a command of the agent that ended after it) is discarded.
-    late = to(conv, sub, "notice", "[cmd done]", "background_command")
+    late = to(conv, sub, "notice", "[cmd done]", MessageSource.BACKGROUND_COMMAND)
     with db.write() as s:
         router.enqueue_in(s, late)
     assert router.deliver(late).delivery == INJECTED_INLINE
@@ -144,7 +146,7 @@ def test_a_terminated_agent_takes_nothing_more(team):
 
 def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team, host):
     db, conv, master, _, router, _, woken, _, spawned = team
-    notices = [to(conv, master, "notice", f"[cmd {i}]", "background_command") for i in range(3)]
+    notices = [to(conv, master, "notice", f"[cmd {i}]", MessageSource.BACKGROUND_COMMAND) for i in range(3)]
     for notice in notices:
         with db.write() as s:
             router.enqueue_in(s, notice)
@@ -155,7 +157,7 @@ def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team, host)
     assert woken == [master.id]
     # A new wave gets a timer of its own; the last completion of all wakes at once.
     host.more_completions_expected = lambda agent_id: False
-    last = to(conv, master, "notice", "[last]", "background_command")
+    last = to(conv, master, "notice", "[last]", MessageSource.BACKGROUND_COMMAND)
     assert router.deliver(last) == RouteResult(TRIGGERED_NEW_TURN, f"task-of-{master.id}")
     assert woken == [master.id, master.id] and len(spawned) == 1
     assert router.deliver(to(conv, master)) == RouteResult(TRIGGERED_NEW_TURN, f"task-of-{master.id}")  # not a notice
@@ -164,7 +166,7 @@ def test_a_wave_of_notices_to_an_idle_agent_wakes_it_once_when_quiet(team, host)
 def test_the_settle_window_ends_at_its_maximum_even_while_notices_keep_coming(team):
     db, conv, master, _, router, _, woken, _, spawned = team
     router._settle_s, router._max_settle_s = 60.0, 0.2
-    router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
+    router.deliver(to(conv, master, "notice", "[cmd]", MessageSource.BACKGROUND_COMMAND))
     fn, args = spawned[0]
     timer = threading.Thread(target=fn, args=args, daemon=True)
     timer.start()
@@ -181,7 +183,8 @@ def test_blocked_user_asks_are_listed_oldest_first_and_a_peer_signal_looks_for_t
     router.end_ask(second)
     assert [w.question_id for w in router.waiting_for_user([master.id, sub.id])] == ["q_1"]
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_1", meta=MessageMeta(source="user"))
+                                source_display_name="user", question_id="q_1",
+                                meta=MessageMeta(source=MessageSource.USER))
     with db.write() as s:
         router.enqueue_in(s, answer)  # queued by another process
     router.on_peer_queued(master.id)
@@ -238,7 +241,7 @@ def _settle_run(team, host, monkeypatch, arrivals, settle_s=0.05, max_settle_s=0
     router._settle_s, router._max_settle_s = settle_s, max_settle_s
     woke_at = []
     host.wake = lambda agent_id: woke_at.append(clock.now)
-    notice = lambda: router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))  # noqa: E731
+    notice = lambda: router.deliver(to(conv, master, "notice", "[cmd]", MessageSource.BACKGROUND_COMMAND))  # noqa: E731
     notice()
     clock.due = [(t, notice) for t in arrivals]
     fn, args = spawned[0]
@@ -261,12 +264,12 @@ def test_a_message_taken_by_someone_else_does_not_resolve_an_ask(team):
     waiter = router.begin_ask(master.id, "q_7", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="late",
                                 source_display_name="InfoAgent_1", source_agent_id=team[3].id, question_id="q_7",
-                                meta=MessageMeta(source="agent_message", visibility="compact"))
+                                meta=MessageMeta(source=MessageSource.AGENT_MESSAGE, visibility=Visibility.COMPACT))
     with db.write() as s:
         router.enqueue_in(s, answer)
     taken = router.take(answer.id, "someone")
     assert taken == answer  # every field read back as it was queued
-    assert router.deliver(answer).delivery != "resolved" and waiter.answer is None
+    assert router.deliver(answer).delivery != Delivery.RESOLVED and waiter.answer is None
     router.end_ask(waiter)
     with pytest.raises(ValueError, match="message target does not match"):
         router.route_message(master.id, to(conv, team[3]))
@@ -297,15 +300,16 @@ def test_an_answer_to_a_blocked_ask_names_the_askers_task_and_a_notice_without_s
     db, conv, master, _, router, _, woken, _, spawned = team
     waiter = router.begin_ask(master.id, "q_5", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_5", meta=MessageMeta(source="user"))
+                                source_display_name="user", question_id="q_5",
+                                meta=MessageMeta(source=MessageSource.USER))
     assert router.route_message(master.id, answer) == RouteResult("resolved", f"running-{master.id}")
     router.end_ask(waiter)
     asked_about = []
     host.more_completions_expected = lambda agent_id: asked_about.append(agent_id) or True
-    router.deliver(to(conv, master, "notice", "[cmd]", "background_command"))
+    router.deliver(to(conv, master, "notice", "[cmd]", MessageSource.BACKGROUND_COMMAND))
     assert asked_about == [master.id] and len(spawned) == 1
     router._settle_s = 0.0  # NOTICE_SETTLE_MS=0: no settle window at all
-    assert router.deliver(to(conv, master, "notice", "[cmd]", "background_command")) == RouteResult(
+    assert router.deliver(to(conv, master, "notice", "[cmd]", MessageSource.BACKGROUND_COMMAND)) == RouteResult(
         TRIGGERED_NEW_TURN, f"task-of-{master.id}")
     assert len(spawned) == 1 and woken == [master.id]
     with pytest.raises(ValueError, match="unknown message type 'shout'"):

@@ -12,6 +12,7 @@ import pytest
 
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, MessageRouter, PendingMessage, RouteError
 from modules.multi_agent.router_hooks import RouterHooks
+from modules.statuses import MessageSource, Route, Visibility
 from modules.storage import pending_messages as queue
 from modules.storage import unrouted
 from modules.storage.db import Database
@@ -35,14 +36,14 @@ def _held(db, conv, master, content="hello") -> PendingMessage:
     """As the inbox stores a sent message: addressed to the master until it is routed."""
     message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
                                  content=content, source_display_name="user",
-                                 meta=MessageMeta(source="user", visibility="chat"))
+                                 meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.CHAT))
     with db.write() as s:
         unrouted.store_in(s, message.row_values())
     return message
 
 
 def _routed(message: PendingMessage, agent, **changes) -> PendingMessage:
-    fields = dict(type="message", question_id=None, meta=message.meta.merged(route="pipeline")) | changes
+    fields = dict(type="message", question_id=None, meta=message.meta.merged(route=Route.PIPELINE)) | changes
     return PendingMessage.new(conversation_id=message.conversation_id, target_agent_id=agent.id,
                               content=message.content, source_display_name="user", id=message.id, **fields)
 
@@ -53,7 +54,7 @@ def test_a_released_message_is_queued_once_for_its_receiver_and_wakes_it(team):
     result = router.release(_routed(held, sub))
     assert (result.delivery, result.task_id) == (TRIGGERED_NEW_TURN, f"task-of-{sub.id}") and woken == [sub.id]
     [row] = queue.list_queued(db, sub.id)
-    assert (row.id, row.content, row.meta["route"]) == (held.id, "hello", "pipeline")
+    assert (row.id, row.content, row.meta["route"]) == (held.id, "hello", Route.PIPELINE)
     assert unrouted.unrouted(db, conv.id) == [] and queue.list_queued(db, master.id) == []
 
 

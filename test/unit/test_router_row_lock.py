@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage, RouteError
+from modules.statuses import MessageSource
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
@@ -31,7 +32,7 @@ def pg(tmp_path):
 
 def _message(conv, agent) -> PendingMessage:
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type="message", content="hi",
-                              source_display_name="user", meta=MessageMeta(source="user"))
+                              source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
 
 
 def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, dict]:

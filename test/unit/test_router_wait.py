@@ -20,6 +20,7 @@ from modules.multi_agent.message_router import (
     RouteResult,
 )
 from modules.multi_agent.router_hooks import RouterHooks
+from modules.statuses import MessageSource
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
@@ -102,7 +103,8 @@ def test_an_answer_arriving_with_the_stop_is_still_handed_over(team):
     router = MessageRouter(db)
     waiter = router.begin_ask(master.id, "q_2", None, from_user=True)
     answer = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="answer", content="yes",
-                                source_display_name="user", question_id="q_2", meta=MessageMeta(source="user"))
+                                source_display_name="user", question_id="q_2",
+                                meta=MessageMeta(source=MessageSource.USER))
 
     def answered_then_stopped():
         if not waiter.event.is_set():
@@ -143,7 +145,8 @@ def test_a_failing_session_store_reads_as_no_active_agent_and_says_why(caplog):
 
 def _notice(conv, agent):
     return PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type="notice", content="[cmd]",
-                              source_display_name="background_command", meta=MessageMeta(source="background_command"))
+                              source_display_name="background_command",
+                              meta=MessageMeta(source=MessageSource.BACKGROUND_COMMAND))
 
 
 def test_a_router_with_its_defaults_wakes_an_idle_agent_at_once_and_signals_no_peer(team):

@@ -67,6 +67,19 @@ def test_scripted_server_answers_non_streaming_requests(llm):
     assert len(llm.requests) == 2  # /v1/models is not a model call
 
 
+def test_scripted_server_counts_connections_not_requests(llm):
+    first = openai.OpenAI(base_url=llm.base_url, api_key="k", max_retries=0)
+    second = openai.OpenAI(base_url=llm.base_url, api_key="k", max_retries=0)
+
+    for client in (first, first, first, second):
+        client.chat.completions.create(model="m", messages=USER)
+
+    assert len(llm.requests) == 4
+    assert llm.connections == 2  # each client kept its one connection alive between its requests
+    llm.reset()
+    assert llm.connections == 0
+
+
 def test_scripted_server_streams_arguments_in_pieces(llm):
     llm.script(tool_calls(("run_command", {"command": "echo hello world"})))
     request = urllib.request.Request(

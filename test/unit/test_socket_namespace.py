@@ -9,6 +9,8 @@ import time
 import pytest
 
 from modules.config import Settings
+from modules.event_catalogue import RouteEvent
+from modules.statuses import Delivery, SendStatus
 from modules.storage import tasks as task_store
 from server.api.response_models import SendAccepted
 from server.app import create_app
@@ -51,12 +53,12 @@ def test_a_socket_send_is_acknowledged_with_the_rest_answer_and_a_refusal_with_i
     # Not started (no membership loop, no prober to outlive the test): a send still routes and runs its turn.
     sent = _ack(client, "send_message", {"message": "hello"})
     assert SendAccepted.model_validate(sent) == SendAccepted(
-        message_id=sent["message_id"], conversation_id=sent["conversation_id"], status="routing")
+        message_id=sent["message_id"], conversation_id=sent["conversation_id"], status=SendStatus.ROUTING)
     joined = _ack(client, "join_conversation", {"conversation_id": sent["conversation_id"]})
     assert joined["success"] is True and joined["conversation_id"] == sent["conversation_id"]
-    route = _until(lambda: next((e["args"][0] for e in client.get_received() if e["name"] == "route"), None),
+    route = _until(lambda: next((e["args"][0] for e in client.get_received() if e["name"] == RouteEvent.TYPE), None),
                    "route event")
-    assert route["message_id"] == sent["message_id"] and route["delivery"] == "triggered_new_turn"
+    assert route["message_id"] == sent["message_id"] and route["delivery"] == Delivery.TRIGGERED_NEW_TURN
     db = server.runtime.db
     _until(lambda: all(t.status in task_store.FINAL_STATUSES
                        for t in task_store.list_tasks(db, sent["conversation_id"])), "end of the turn")

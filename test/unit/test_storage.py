@@ -8,7 +8,9 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.agent_state import AgentStates
+from modules.statuses import AgentState, MessageSource, Route, TaskStatus, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
@@ -16,6 +18,7 @@ from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
+from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
 from test.db_urls import fresh_database
 
@@ -42,7 +45,7 @@ def test_users_conversations_and_ownership(db):
     conv, master = conversations.create_conversation(db, alice.id, "hello")
     assert conversations.get_conversation(db, conv.id, alice.id).title == "hello"
     assert conversations.get_conversation(db, conv.id, bob.id) is None
-    assert master.kind == "master" and master.state == "idle"
+    assert master.kind == "master" and master.state == AgentState.IDLE
     assert agent_store.get_master(db, conv.id).id == master.id
     assert agent_store.find_agent(db, conv.id, "MasterAgent").id == master.id
 
@@ -51,7 +54,8 @@ def test_messages_keep_order_metadata_and_long_content(db):
     conv, master = _conversation(db)
     long_text = "é" * 100_000
     messages.append_messages(db, conv.id, master.id, [
-        MessageDraft(role="user", content="q", meta=MessageMeta(source="user", visibility="chat", starts_work=True)),
+        MessageDraft(role="user", content="q", meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.CHAT,
+                                                                starts_work=True)),
         MessageDraft(role="assistant", content=None, tool_calls=[
             {"id": "c1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},
             {"id": "c2", "type": "function", "function": {"name": "run_command", "arguments": "{}"}},
@@ -60,7 +64,7 @@ def test_messages_keep_order_metadata_and_long_content(db):
     ])
     rows = messages.list_messages(db, master.id)
     assert [r.seq for r in rows] == [0, 1, 2]
-    assert rows[0].meta == {"source": "user", "visibility": "chat", "starts_work": True}
+    assert rows[0].meta == {"source": MessageSource.USER, "visibility": Visibility.CHAT, "starts_work": True}
     assert rows[2].content == long_text
     with db.read() as s:
         assert [c["id"] for c in messages.open_tool_calls_in(s, master.id)] == ["c2"]
@@ -74,13 +78,33 @@ def test_task_events_are_numbered_and_read_from_an_offset(db):
     with db.write() as s:
         task = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
     for i in range(5):
-        tasks.insert_events(db, task.id, tasks.next_event_idx(db, task.id), [("text_chunk", {"content": str(i)})])
+        tasks.insert_events(db, task.id, tasks.next_event_idx(db, task.id),
+                            [(TextChunkEvent.TYPE, {"content": str(i)})])
     assert [e.idx for e in tasks.list_events(db, task.id, 2)] == [2, 3, 4]
-    assert tasks.set_task_status(db, task.id, "running", expected=("pending",))
-    assert not tasks.set_task_status(db, task.id, "running", expected=("pending",))
-    assert tasks.set_task_status(db, task.id, "succeeded")
+    assert tasks.set_task_status(db, task.id, TaskStatus.RUNNING, expected=(TaskStatus.PENDING,))
+    assert not tasks.set_task_status(db, task.id, TaskStatus.RUNNING, expected=(TaskStatus.PENDING,))
+    assert tasks.set_task_status(db, task.id, TaskStatus.SUCCEEDED)
     done = tasks.get_task(db, task.id)
-    assert done.status == "succeeded" and done.finished_at >= done.started_at
+    assert done.status == TaskStatus.SUCCEEDED and done.finished_at >= done.started_at
+
+
+def test_a_task_keeps_what_started_it_as_a_typed_meta(db):
+    conv, master = _conversation(db)
+    with db.write() as s:
+        started = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat",
+                                       meta=TaskMeta(message_ids=["m1", "m2"], from_user=True))
+        bare = tasks.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat")
+    assert tasks.get_task(db, started.id).meta == {"message_ids": ["m1", "m2"], "from_user": True}
+    assert tasks.get_task(db, started.id).typed_meta == TaskMeta(message_ids=["m1", "m2"], from_user=True)
+    assert tasks.get_task(db, bare.id).meta is None
+    assert tasks.get_task(db, bare.id).typed_meta == TaskMeta(message_ids=[], from_user=False)
+
+
+def test_a_message_meta_sends_its_set_keys_only_and_keeps_unknown_ones():
+    meta = MessageMeta.load({"source": MessageSource.USER, "routed": {"route": Route.HIL}, "future_key": 1})
+    assert meta.source == MessageSource.USER and meta.visibility is None
+    assert meta.dump() == {"source": MessageSource.USER, "routed": {"route": Route.HIL}, "future_key": 1}
+    assert meta.model_dump(mode="json") == meta.dump()  # a REST message's `metadata` is the same JSON
 
 
 def test_session_store_upserts(db):
@@ -139,13 +163,13 @@ def test_agent_state_transitions_are_compare_and_set(db):
     states = AgentStates(db)
     heard = []
     states.subscribe(heard.append)
-    assert states.transition(master.id, "completed") is None  # idle -> completed is not allowed
+    assert states.transition(master.id, AgentState.COMPLETED) is None  # idle -> completed is not allowed
     wins = []
     barrier = threading.Barrier(4)
 
     def go():
         barrier.wait()
-        wins.append(states.transition(master.id, "running"))
+        wins.append(states.transition(master.id, AgentState.RUNNING))
 
     threads = [threading.Thread(target=go) for _ in range(4)]
     for t in threads:
@@ -154,7 +178,7 @@ def test_agent_state_transitions_are_compare_and_set(db):
         t.join(10)
     assert len([w for w in wins if w is not None]) == 1
     assert [(c.previous, c.state) for c in heard] == [("idle", "running")]
-    assert agent_store.get_agent(db, master.id).state == "running"
+    assert agent_store.get_agent(db, master.id).state == AgentState.RUNNING
 
 
 def test_an_abandoned_reservation_can_be_taken_over(db):

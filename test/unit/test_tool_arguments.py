@@ -8,7 +8,8 @@ import json
 import pytest
 
 from modules.tools.agent_tools import AGENT_TOOLS, ASK_USER, CREATE_SUB_AGENT, MAX_OPTIONS
-from modules.tools.base import ToolArgumentError, parse_arguments
+from modules.tools.base import ToolArgumentError, ToolSpec, parse_arguments
+from modules.tools.registry import ToolRegistry
 from modules.tools.run_command import MAX_COMMAND_CHARS, RUN_COMMAND
 
 
@@ -22,6 +23,20 @@ def test_the_schema_shown_to_the_model():
     for spec in (RUN_COMMAND, *AGENT_TOOLS):
         assert "title" not in json.dumps(spec.definition())
         assert spec.definition()["function"]["parameters"]["type"] == "object"
+
+
+def test_the_registry_builds_each_schema_once_not_per_model_call(monkeypatch):
+    specs = [RUN_COMMAND, *AGENT_TOOLS]
+    expected = [spec.definition() for spec in specs]
+    registry = ToolRegistry(specs)
+
+    def rebuilt(self: ToolSpec) -> dict:
+        raise AssertionError(f"the schema of {self.name} was built again")
+
+    monkeypatch.setattr(ToolSpec, "definition", rebuilt)
+    assert registry.definitions() == expected
+    assert registry.definitions(["run_command", "no_such_tool"]) == expected[:1]
+    assert registry.definitions([]) == []
 
 
 @pytest.mark.parametrize(("raw", "error"), [

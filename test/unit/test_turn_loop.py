@@ -16,8 +16,19 @@ import pytest
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
 from modules.context.budget import RefusedSizes
+from modules.event_catalogue import (
+    AiMessageStartEvent,
+    PendingCountEvent,
+    RouteEvent,
+    TextChunkEvent,
+    TextEndEvent,
+    ToolResultEvent,
+    ToolStartEvent,
+    UserMessageEvent,
+)
 from modules.llm import ModelError, ModelReply, ToolCall
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.statuses import Delivery, MessageSource, Route
 from modules.storage import conversations
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -27,8 +38,6 @@ from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
-from modules.tools.agent_tools import AGENT_TOOLS
-from modules.tools.run_command import RUN_COMMAND
 from modules.tools.sandbox import Sandbox
 from modules.tracing import Tracing
 from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
@@ -37,76 +46,10 @@ from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
 from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
+from test.unit.teams import TOOL_NAMES
+from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
 
-PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
-
-
-def calls(*names: str) -> ModelReply:
-    return ModelReply("", [ToolCall(f"c{i}-{n}", n, json.dumps({"n": i})) for i, n in enumerate(names)], "tool_calls")
-
-
-class Model:
-    """Replies in order; `during` runs inside the n-th call (0-based), as if something happened meanwhile."""
-
-    def __init__(self, *replies, during=None):
-        self.replies, self.during, self.requests, self.contexts = list(replies), during or {}, [], []
-
-    def bound(self, context):
-        self.contexts.append(context)
-        return self
-
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning=None):
-        self.requests.append({"messages": messages, "tools": tools, "model": model, "stopped": should_stop()})
-        if hook := self.during.get(len(self.requests) - 1):
-            hook()
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        for i in range(0, len(reply.content), 3):
-            on_text(reply.content[i:i + 3])
-        return reply
-
-
-class Tools:
-    def __init__(self, during=None):
-        self.ran, self.during, self.contexts = [], during or {}, []
-
-    def definitions(self, names):
-        return [{"type": "function", "function": {"name": n}} for n in names]
-
-    def execute(self, name, arguments, ctx, allowed=None):
-        self.ran.append((name, arguments, tuple(allowed or ())))
-        self.contexts.append(ctx)
-        if hook := self.during.get(len(self.ran) - 1):
-            hook()
-        return {"success": True, "ran": name} if name != "ask_user" else {"success": True, "ran": name, "said": "好的"}
-
-
-class Sender:
-    def __init__(self):
-        self.events = []
-
-    def emit(self, event):
-        self.events.append((event.TYPE, event.data()))
-        return len(self.events) - 1
-
-    def emit_many(self, events):
-        for event in events:
-            self.emit(event)
-        return 0
-
-    def types(self):
-        return [t for t, _ in self.events]
-
-
-class Transport:
-    """The room's events outside any task log (`pending_count`)."""
-
-    def __init__(self):
-        self.events = []
-
-    def emit(self, event_type, data, room):
-        self.events.append((event_type, data, room))
+PROFILES = load_profiles(None, TOOL_NAMES)
 
 
 @pytest.fixture
@@ -133,7 +76,8 @@ def flow(tmp_path):
 
 def queue_message(f, content, **meta):
     msg = PendingMessage.new(conversation_id=f.conv.id, target_agent_id=f.master.id, type="message",
-                             content=content, source_display_name="user", meta=MessageMeta(source="user", **meta))
+                             content=content, source_display_name="user",
+                             meta=MessageMeta(source=MessageSource.USER, **meta))
     with f.db.write() as s:
         f.rt.router.enqueue_in(s, msg)
 
@@ -158,11 +102,12 @@ def test_a_reply_without_calls_ends_the_turn_streamed_and_stored(flow):
     assert request["model"] == "the-model"
     assert [t["function"]["name"] for t in request["tools"]] == list(PROFILES["MasterAgent"].tools)
     assert f.active == [(f.conv.id, f.master.id)] and request["stopped"] is False
-    assert f.sender.types() == ["user_message", "ai_message_start", *["text_chunk"] * 6, "text_end"]
-    chunks = "".join(d["content"] for t, d in f.sender.events if t == "text_chunk")
+    assert f.sender.types() == [UserMessageEvent.TYPE, AiMessageStartEvent.TYPE, *[TextChunkEvent.TYPE] * 6,
+                                TextEndEvent.TYPE]
+    chunks = "".join(d["content"] for t, d in f.sender.events if t == TextChunkEvent.TYPE)
     start, end = f.sender.events[1][1], f.sender.events[-1][1]
     assert chunks == end["content"] == "Hi there, friend." and start["message_id"] == end["message_id"]
-    assert {d["message_id"] for t, d in f.sender.events if t == "text_chunk"} == {start["message_id"]}
+    assert {d["message_id"] for t, d in f.sender.events if t == TextChunkEvent.TYPE} == {start["message_id"]}
     assert start["display_name"] == "MasterAgent"
     assert history(f) == [("user", "hello"), ("assistant", "Hi there, friend.")]
     stored = message_store.list_messages(f.db, f.master.id)[-1]
@@ -182,9 +127,11 @@ def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_bloc
     second = f.rt.model.requests[1]["messages"]
     assert [m["role"] for m in second[1:]] == ["assistant", "tool", "tool", "user"]
     assert second[1]["content"] is None and second[2]["tool_call_id"] == "c0-run_command"
-    assert f.sender.types() == ["ai_message_start", "text_end", "tool_start", "tool_result", "tool_start",
-                                "tool_result", "user_message", "ai_message_start", "text_chunk", "text_chunk",
-                                "text_end"]
+    assert f.sender.types() == [AiMessageStartEvent.TYPE, TextEndEvent.TYPE, ToolStartEvent.TYPE, ToolResultEvent.TYPE,
+                                ToolStartEvent.TYPE,
+                                ToolResultEvent.TYPE, UserMessageEvent.TYPE, AiMessageStartEvent.TYPE,
+                                TextChunkEvent.TYPE, TextChunkEvent.TYPE,
+                                TextEndEvent.TYPE]
     assert f.sender.events[2][1] == {"tool_call_id": "c0-run_command", "name": "run_command",
                                      "arguments": '{"n": 0}'}
     assert json.loads(f.sender.events[3][1]["result"]) == {"success": True, "ran": "run_command"}
@@ -222,9 +169,9 @@ def test_a_model_error_fails_the_turn_with_its_code_and_is_logged(flow, caplog):
     f.rt.model = Model(calls("run_command"), ModelError("rate_limited", "slow down", retryable=True))
     with caplog.at_level(logging.WARNING, logger="server.chat_flow_task_main"):
         assert run(f) == TurnOutcome(FAILED, {"code": "rate_limited", "message": "slow down"})
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "server.chat_flow_task_main"] == [
         f"model call failed for task {f.turn.task_id}: rate_limited slow down"]
-    assert f.sender.types()[-1] == "ai_message_start"
+    assert f.sender.types()[-1] == AiMessageStartEvent.TYPE
 
 
 def test_what_streamed_before_a_model_error_stays_marked_as_cut_off(flow):
@@ -232,7 +179,7 @@ def test_what_streamed_before_a_model_error_stays_marked_as_cut_off(flow):
     f.rt.model = Model(ModelError("server_error", "upstream 500", status=500, partial="Half an ans"))
     assert run(f) == TurnOutcome(FAILED, {"code": "server_error", "message": "upstream 500"})
     start, end = f.sender.events[-2], f.sender.events[-1]
-    assert start[0] == "ai_message_start" and end[0] == "text_end"
+    assert start[0] == AiMessageStartEvent.TYPE and end[0] == TextEndEvent.TYPE
     assert end[1] == {"message_id": start[1]["message_id"], "content": "Half an ans", "partial": True,
                       "error_code": "server_error"}
     [stored] = message_store.list_messages(f.db, f.master.id)
@@ -245,7 +192,7 @@ def test_a_model_error_before_any_text_stores_nothing(flow):
     f = flow
     f.rt.model = Model(ModelError("timeout", "no answer"))
     assert run(f) == TurnOutcome(FAILED, {"code": "timeout", "message": "no answer"})
-    assert message_store.list_messages(f.db, f.master.id) == [] and "text_end" not in f.sender.types()
+    assert message_store.list_messages(f.db, f.master.id) == [] and TextEndEvent.TYPE not in f.sender.types()
 
 
 def test_a_reply_cut_off_by_stop_is_marked_stopped_and_partial(flow):
@@ -254,7 +201,7 @@ def test_a_reply_cut_off_by_stop_is_marked_stopped_and_partial(flow):
     assert run(f) == TurnOutcome(STOPPED)
     mark = {"partial": True, "stopped": True}
     start, end = f.sender.events[-2], f.sender.events[-1]
-    assert end == ("text_end", {"message_id": start[1]["message_id"], "content": "I was say", **mark})
+    assert end == (TextEndEvent.TYPE, {"message_id": start[1]["message_id"], "content": "I was say", **mark})
     [stored] = message_store.list_messages(f.db, f.master.id)
     assert stored.content == "I was say" and stored.meta == {"task_id": f.turn.task_id, **mark}
 
@@ -281,7 +228,7 @@ def test_a_stop_during_the_model_call_drops_its_tool_calls(flow):
                        during={0: f.turn.stop_event.set})
     assert run(f) == TurnOutcome(STOPPED)
     assert f.rt.tools.ran == [] and history(f) == [("assistant", "Let me run it.")]
-    assert f.sender.types()[-1] == "text_end"
+    assert f.sender.types()[-1] == TextEndEvent.TYPE
 
 
 def test_a_stop_during_a_tool_round_closes_the_rest_and_skips_the_inline_batch(flow):
@@ -297,7 +244,7 @@ def test_a_stop_during_a_tool_round_closes_the_rest_and_skips_the_inline_batch(f
     assert len(f.rt.tools.ran) == 1 and len(f.rt.model.requests) == 1
     results = [json.loads(c) for r, c in history(f) if r == "tool"]
     assert results == [{"success": True, "ran": "run_command"}, STOPPED_RESULT, STOPPED_RESULT]
-    assert f.sender.types().count("tool_start") == 3 and f.sender.types().count("tool_result") == 3
+    assert f.sender.types().count(ToolStartEvent.TYPE) == 3 and f.sender.types().count(ToolResultEvent.TYPE) == 3
     assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["arrived during the round"]
 
 
@@ -327,29 +274,30 @@ def test_a_reply_that_arrives_after_a_take_over_is_not_stored(flow):
 
     f.rt.model = Model(ModelReply("too late", [], "stop"), during={0: taken_over})
     assert run(f) == TurnOutcome(STOPPED)
-    assert history(f) == [] and "text_end" not in f.sender.types()
+    assert history(f) == [] and TextEndEvent.TYPE not in f.sender.types()
 
 
 def test_the_inline_batch_echoes_each_message_with_its_route_then_the_queue_size(flow):
     f = flow
-    queue_message(f, "continue", route="fast_path")
-    queue_message(f, "and this", route="hil")
+    queue_message(f, "continue", route=Route.FAST_PATH)
+    queue_message(f, "and this", route=Route.HIL)
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
-    echoed = [(t, d) for t, d in f.sender.events if t in ("user_message", "route")]
+    echoed = [(t, d) for t, d in f.sender.events if t in (UserMessageEvent.TYPE, RouteEvent.TYPE)]
     [first, second] = [m.message_id for m in message_store.list_messages(f.db, f.master.id) if m.role == "user"]
-    assert [(t, d["message"]) for t, d in echoed if t == "user_message"] == [("user_message", "continue"),
-                                                                              ("user_message", "and this")]
-    assert [d for t, d in echoed if t == "route"] == [
-        {"route": "fast_path", "delivery": "injected_inline", "target_agent": "MasterAgent", "message_id": first},
-        {"route": "hil", "delivery": "injected_inline", "target_agent": "MasterAgent", "message_id": second}]
-    assert f.rt.transport.events == [("pending_count", {"agent_id": f.master.id, "conversation_id": f.conv.id,
+    assert [(t, d["message"]) for t, d in echoed if t == UserMessageEvent.TYPE] == [(UserMessageEvent.TYPE, "continue"),
+                                                                              (UserMessageEvent.TYPE, "and this")]
+    assert [d for t, d in echoed if t == RouteEvent.TYPE] == [
+        {"route": Route.FAST_PATH, "delivery": Delivery.INJECTED_INLINE, "target_agent": "MasterAgent",
+         "message_id": first},
+        {"route": Route.HIL, "delivery": Delivery.INJECTED_INLINE, "target_agent": "MasterAgent", "message_id": second}]
+    assert f.rt.transport.events == [(PendingCountEvent.TYPE, {"agent_id": f.master.id, "conversation_id": f.conv.id,
                                                         "pending_count": 0}, f.conv.id)]
 
 
 def test_an_empty_inline_batch_echoes_nothing(flow):
     f = flow
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
-    assert f.sender.types() == ["tool_start", "tool_result"] and f.rt.transport.events == []
+    assert f.sender.types() == [ToolStartEvent.TYPE, ToolResultEvent.TYPE] and f.rt.transport.events == []
 
 
 def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from modules.config import ConfigError
+from modules.event_catalogue import TextEndEvent
 from modules.llm import ModelError, ModelReply, ToolCall, Usage
 from modules.storage import conversations
 from modules.storage import tasks as task_store
@@ -116,7 +117,7 @@ def test_the_row_rides_the_next_write_and_costs_no_commit_of_its_own(led):
     with db.write() as s:
         task = task_store.create_task_in(s, conversation_id=conv.id, agent_id=master.id, task_type="chat", owner="me")
     before = writer.batches
-    writer.insert(TaskEvent.__table__, [dict(task_id=task.id, idx=0, type="text_end", data={}, ts=0.0)])
+    writer.insert(TaskEvent.__table__, [dict(task_id=task.id, idx=0, type=TextEndEvent.TYPE, data={}, ts=0.0)])
     assert writer.batches == before + 1 and len(_rows(db)) == 1 and not writer.has_deferred()
     ledger.flush()
     assert writer.batches == before + 1  # nothing left: the flush wrote nothing

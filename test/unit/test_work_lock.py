@@ -11,6 +11,7 @@ import time
 import pytest
 
 from modules.config import Settings
+from modules.statuses import CommandStatus
 from modules.storage import commands as command_store
 from modules.storage import work_counts
 from modules.storage.conversations import create_conversation
@@ -38,7 +39,7 @@ def _worker(url: str, conversation_id: str, agent_id: str, go: multiprocessing.E
                 time.sleep(0.05)  # the moment between the check and the insert
                 command_store.insert_running(db, BackgroundCommand(
                     id=new_id(), conversation_id=conversation_id, agent_id=agent_id, command="sleep 1",
-                    status="running", timeout_s=1, log_path="/dev/null", created_at=now()))
+                    status=CommandStatus.RUNNING, timeout_s=1, log_path="/dev/null", created_at=now()))
         except CapReached:
             pass
     db.dispose()
@@ -87,10 +88,12 @@ def test_the_users_lock_held_by_one_process_makes_another_wait(tmp_path, kind):
         with user_work_lock(db, other.id):
             pass  # bob's lock is his own
         asked_at = time.monotonic()
-        ctx.Process(target=_release_after, args=(release, 0.5)).start()
+        releaser = ctx.Process(target=_release_after, args=(release, 0.5))
+        releaser.start()
         with user_work_lock(db, conv.id):
             waited = time.monotonic() - asked_at
         holder.join(10)
+        releaser.join(10)  # reaped here: no child is left for another to reap (`make mutate` waits for any)
         assert waited >= 0.4, waited
         db.dispose()
 

@@ -19,6 +19,7 @@ import pytest
 from modules.tools import workspace_images
 from modules.tools.disk_guard import DiskGuard
 from modules.tools.workspace_images import WorkspaceImages
+from test.unit.loop_mounts import loops_of, mounts_under, unmount_all_under
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 2**20
@@ -26,29 +27,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/lo
                                 or shutil.which("mkfs.ext4") is None, reason="loop mounts need root")
 
 
-def _mounts_under(folder: Path) -> list[str]:
-    with open("/proc/self/mountinfo") as info:
-        return [line.split()[4] for line in info if line.split()[4].startswith(str(folder))]
-
-
-def _loops_of(folder: Path) -> list[str]:
-    """The loop devices whose image lies under `folder`."""
-    found = []
-    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
-        try:
-            if backing.read_text().startswith(str(folder)):
-                found.append(backing.parent.parent.name)
-        except OSError:
-            continue
-    return found
-
-
 @pytest.fixture
 def data(tmp_path):
     """A data folder whose mounts are all gone at the end, whatever the test left."""
     yield tmp_path
-    for point in reversed(_mounts_under(tmp_path)):
-        subprocess.run(["umount", "-l", point], check=False)
+    unmount_all_under(tmp_path)
 
 
 def _size_mb(workspace: Path) -> float:
@@ -80,7 +63,7 @@ def test_a_quota_change_grows_or_shrinks_the_file_system_and_a_shrink_that_does_
     guard = DiskGuard(data, 0, 4 * MB, images=too_small)
     assert "WORKSPACE_MAX_MB=4" in (guard.problem(workspace) or "")  # its commands are refused
     too_small.close()
-    assert _mounts_under(data) == [] and _loops_of(data) == []
+    assert mounts_under(data) == [] and loops_of(data) == []
 
 
 def test_an_older_servers_workspace_moves_in_when_it_fits_and_stays_on_the_poll_when_not(data):
@@ -113,7 +96,7 @@ def test_removal_leaves_no_image_no_mount_and_no_loop_device(data):
     (workspace / "x").write_bytes(b"x" * MB)
     images.remove(workspace)
     assert not workspace.exists() and list((data / "images").iterdir()) == []
-    assert _mounts_under(data) == [] and _loops_of(data) == []
+    assert mounts_under(data) == [] and loops_of(data) == []
 
 
 HOLDER = textwrap.dedent("""
@@ -147,18 +130,18 @@ def test_two_processes_share_one_loop_device_and_a_killed_one_leaves_nothing_att
     first = _holder(data, "one")
     second = _holder(data, "two")
     try:
-        assert len(_loops_of(data)) == 1
+        assert len(loops_of(data)) == 1
         for proc in (first, second):
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write("list\n")
             proc.stdin.flush()
             assert proc.stdout.readline().strip() == "['one', 'two']"
-        assert _mounts_under(data) == []  # nothing on the host
+        assert mounts_under(data) == []  # nothing on the host
     finally:
         for proc in (first, second):
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-    assert _loops_of(data) == []
+    assert loops_of(data) == []
     images = WorkspaceImages(data / "images", 8 * MB)  # a restart finds the files
     images.open(data / "workspaces" / "w", create=True)
     assert sorted(p.name for p in (data / "workspaces" / "w").iterdir()) == ["one", "two"]
@@ -177,7 +160,7 @@ def test_past_the_kept_number_idle_workspaces_are_unmounted_and_mounted_again_on
     images.open(second, create=True)
     images.open(third, create=True)
     assert [images.holds(w) for w in (first, second, third)] == [False, True, True]
-    assert not os.path.ismount(first) and len(_mounts_under(data)) == 2
+    assert not os.path.ismount(first) and len(mounts_under(data)) == 2
     guard = DiskGuard(data, 0, 8 * MB, images=images)
     assert guard.problem(first) is None and images.holds(first)  # the quota's check mounts it again
     assert (first / "kept.txt").read_text() == "kept"

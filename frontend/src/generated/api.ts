@@ -120,7 +120,7 @@ export interface Message {
   tool_calls: ToolCall[] | null;
   tool_call_id: string | null;
   name: string | null;
-  metadata: Record<string, unknown>;
+  metadata: MessageMeta;
   agent_id: string;
   created_at: string | null;
 }
@@ -132,12 +132,44 @@ export interface MessageList {
   data: Message[];
 }
 
+/** All optional: each kind of message sets its own (None: not set, and left out of the JSON). */
+export interface MessageMeta {
+  source?: "user" | "sub_agent" | "background_command" | "agent_message" | "guidance" | null;
+  visibility?: "chat" | "compact" | "hidden" | null;
+  starts_work?: boolean | null;
+  message_type?: string | null;
+  from_agent?: string | null;
+  question_id?: string | null;
+  client_message_id?: string | null;
+  route?: "hil" | "fast_path" | "pipeline" | null;
+  rewritten_query?: string | null;
+  route_reason?: string | null;
+  routed?: RoutedTo | null;
+  regenerate_of?: string | null;
+  version_of?: string | null;
+  replaces_from_seq?: number | null;
+  edit_of?: string | null;
+  task_id?: string | null;
+  reasoning?: string | null;
+  partial?: boolean | null;
+  stopped?: boolean | null;
+  truncated?: boolean | null;
+  error_code?: string | null;
+  auto_message_type?: string | null;
+  sub_agent_notice?: boolean | null;
+  sub_agent_id?: string | null;
+  background_command_notice?: boolean | null;
+  command_id?: string | null;
+  status?: string | null;
+  finished_at?: number | null;
+}
+
 /** Where a sent message went (`GET /api/messages/<message_id>`). */
 export interface MessageRoute {
   success: true;
   message_id: string;
   conversation_id: string;
-  status: string;
+  status: "routing" | "routed";
   task_id: string | null;
   agent_id: string | null;
   route: "hil" | "fast_path" | "pipeline" | null;
@@ -160,6 +192,15 @@ export interface QueuedMessageList {
   data: QueuedMessage[];
 }
 
+/** Where a user's held message went once routed (`GET /api/messages/<id>`). */
+export interface RoutedTo {
+  route?: "hil" | "fast_path" | "pipeline" | null;
+  delivery?: "resolved" | "injected_inline" | "triggered_new_turn" | "queued" | null;
+  task_id?: string | null;
+  agent_id?: string | null;
+  target_agent?: string | null;
+}
+
 export interface RunningStatus {
   success: true;
   is_main_running: boolean;
@@ -173,7 +214,7 @@ export interface SendAccepted {
   success: true;
   message_id: string;
   conversation_id: string;
-  status: string;
+  status: "routing" | "routed";
   task_id: string | null;
   agent_id: string | null;
   route: "hil" | "fast_path" | "pipeline" | null;

@@ -17,6 +17,10 @@ export const QUEUE_STATUS_VALUES: readonly QueueStatus[] = ["routing", "queued",
 export type Delivery = "resolved" | "injected_inline" | "triggered_new_turn" | "queued";
 export const DELIVERY_VALUES: readonly Delivery[] = ["resolved", "injected_inline", "triggered_new_turn", "queued"] as const;
 
+/** What a send answers (`SendAccepted.status`, `GET /api/messages/<id>`'s `status`; docs/API.md). */
+export type SendStatus = "routing" | "routed";
+export const SEND_STATUS_VALUES: readonly SendStatus[] = ["routing", "routed"] as const;
+
 /** How a user's message was routed (server/user_routing.py). */
 export type Route = "hil" | "fast_path" | "pipeline";
 export const ROUTE_VALUES: readonly Route[] = ["hil", "fast_path", "pipeline"] as const;

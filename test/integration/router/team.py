@@ -7,6 +7,8 @@ import re
 import threading
 from collections.abc import Callable
 
+from modules.event_catalogue import AgentStateEvent, ToolResultEvent
+from modules.statuses import AgentState, TaskStatus
 from test.conftest import wait_until
 from test.scripted_llm import dynamic, match_system, text, tool_calls
 
@@ -69,11 +71,11 @@ def requests_of(llm, match) -> list[list[dict]]:
 
 def tool_results(task: dict, name: str) -> list[dict]:
     return [json.loads(e["data"]["result"]) for e in task["events"]
-            if e["type"] == "tool_result" and e["data"]["name"] == name]
+            if e["type"] == ToolResultEvent.TYPE and e["data"]["name"] == name]
 
 
 def states_of(task: dict) -> list[str]:
-    return [e["data"]["state"] for e in task["events"] if e["type"] == "agent_state"]
+    return [e["data"]["state"] for e in task["events"] if e["type"] == AgentStateEvent.TYPE]
 
 
 def contents(messages: list[dict], role: str = "user") -> list[str]:
@@ -99,8 +101,8 @@ def assert_tool_calls_closed(messages: list[dict]) -> None:
 def idle_everywhere(server, cid: str) -> bool:
     listed = agents(server, cid).values()
     tasks = server.get(f"/api/tasks?conversation_id={cid}").json()["data"]
-    return (all(a["state"] in ("idle", "completed") and a["pending_count"] == 0 for a in listed)
-            and all(t["status"] in ("succeeded", "failed", "stopped") for t in tasks))
+    return (all(a["state"] in (AgentState.IDLE, AgentState.COMPLETED) and a["pending_count"] == 0 for a in listed)
+            and all(t["status"] in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED) for t in tasks))
 
 
 # -- a master that answers the questions it is asked --------------------------------

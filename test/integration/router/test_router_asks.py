@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+from modules.event_catalogue import TaskEndEvent, UserMessageEvent
+from modules.statuses import AgentState, Delivery, TaskStatus
 from test.conftest import wait_until
 from test.integration.router.team import (
     MASTER,
@@ -77,7 +79,7 @@ def test_ask_times_out_with_a_clear_result_and_the_late_answer_is_not_lost(make_
     [result] = tool_results(turn, "ask_master")
     assert result["success"] is False and QID.fullmatch(result["question_id"])
     assert result["error"] == "no answer from MasterAgent within 1 s"
-    assert states_of(turn) == ["running", "waiting", "running", "completed"]
+    assert states_of(turn) == [AgentState.RUNNING, AgentState.WAITING, AgentState.RUNNING, AgentState.COMPLETED]
     hold_answer.set()
 
     first, second = wait_tasks(server, cid, "InfoAgent_1", 2)
@@ -97,19 +99,19 @@ def test_stop_while_waiting_ends_the_ask_with_a_stopped_result(server, llm, gate
     llm.script(tool_calls(("ask_master", {"question": "Train or plane?"}),
                           ("run_command", {"command": "echo never-runs"})), match=sub(1))
     cid, _ = start_team(server)
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", "waiting"), what="the sub-agent waiting")
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", AgentState.WAITING), what="the sub-agent waiting")
     [waiting] = agent_tasks(server, cid, "InfoAgent_1")
     res = server.post(f"/api/tasks/{waiting['task_id']}/cancel")
     assert res.status_code == 200, res.text
 
     turn = server.wait_task(waiting["task_id"], timeout=5)
-    assert turn["status"] == "stopped" and turn["events"][-1]["type"] == "task_stopped"
+    assert turn["status"] == TaskStatus.STOPPED and turn["events"][-1]["type"] == TaskEndEvent.TYPE
     [result] = tool_results(turn, "ask_master")
     assert result["success"] is False and result["error"] == "stopped by the user while waiting for the answer"
     [skipped] = tool_results(turn, "run_command")
     assert skipped["success"] is False and "cancelled" in skipped["error"]
-    assert states_of(turn) == ["running", "waiting", "running", "idle"]
-    assert agents(server, cid)["InfoAgent_1"]["state"] == "idle"
+    assert states_of(turn) == [AgentState.RUNNING, AgentState.WAITING, AgentState.RUNNING, AgentState.IDLE]
+    assert agents(server, cid)["InfoAgent_1"]["state"] == AgentState.IDLE
     stored = history(server, cid, "InfoAgent_1")
     assert_tool_calls_closed([{k: m[k] for k in ("role", "tool_calls", "tool_call_id")} for m in stored])
     assert len(requests_of(llm, sub(1))) == 1
@@ -145,7 +147,7 @@ def test_parallel_asks_of_several_sub_agents_never_cross(server, llm, gates):
     assert len(answers) == len(names)
     assert sorted(a["to"] for a in answers) == names
     assert len({a["question_id"] for a in answers}) == len(names)
-    assert all(a["delivery"] == "resolved" for a in answers)
+    assert all(a["delivery"] == Delivery.RESOLVED for a in answers)
 
 
 def test_several_messages_to_a_completed_agent_start_one_turn_that_sees_all_in_order(server, llm, gates):
@@ -168,7 +170,7 @@ def test_several_messages_to_a_completed_agent_start_one_turn_that_sees_all_in_o
                what="the last part in a request of the sub-agent")
     wait_until(lambda: idle_everywhere(server, cid), what="every agent idle")
     deliveries = [r["delivery"] for r in all_tool_results(server, cid, "MasterAgent", "send_message_to_sub_agent")]
-    assert deliveries == ["triggered_new_turn", "injected_inline", "injected_inline"]
+    assert deliveries == [Delivery.TRIGGERED_NEW_TURN, Delivery.INJECTED_INLINE, Delivery.INJECTED_INLINE]
     # The first part starts one turn; the others join it. Whether they reach its first model request depends
     # on whether that request is built before the master's last send commits (its writes yield to the other
     # green threads, as on every database), so the parts may take up to one request each: never more, never
@@ -177,9 +179,9 @@ def test_several_messages_to_a_completed_agent_start_one_turn_that_sees_all_in_o
     assert 1 <= len(requests) <= len(parts)
     assert [c for c in contents(requests[-1]) if c.startswith("[Message from MasterAgent]")] == sent
     tasks = [server.wait_task(t["task_id"]) for t in agent_tasks(server, cid, "InfoAgent_1")][1:]
-    seen = [e["data"]["message"] for t in tasks for e in t["events"] if e["type"] == "user_message"]
+    seen = [e["data"]["message"] for t in tasks for e in t["events"] if e["type"] == UserMessageEvent.TYPE]
     assert seen == sent
-    assert all(t["status"] == "succeeded" for t in tasks)
+    assert all(t["status"] == TaskStatus.SUCCEEDED for t in tasks)
 
 
 def test_messages_queued_at_sigkill_are_delivered_once_after_restart(make_server, llm, gates):
@@ -203,10 +205,10 @@ def test_messages_queued_at_sigkill_are_delivered_once_after_restart(make_server
     wait_until(lambda: len(requests_of(llm, MASTER)) == 3, what="the master's last model call")
     hold_ask.set()
     # The asker shows `waiting` just before its question is queued: the user's messages come after the question.
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_2", "waiting")
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_2", AgentState.WAITING)
                and agents(server, cid)["MasterAgent"]["pending_count"] == 1, what="InfoAgent_2's question queued")
     for text_ in ("user one", "user two"):
-        assert server.send(text_, cid)["delivery"] == "injected_inline"
+        assert server.send(text_, cid)["delivery"] == Delivery.INJECTED_INLINE
     listed = agents(server, cid)
     assert listed["InfoAgent_1"]["pending_count"] == 3 and listed["MasterAgent"]["pending_count"] == 3
 
@@ -218,7 +220,7 @@ def test_messages_queued_at_sigkill_are_delivered_once_after_restart(make_server
     server.start()
 
     wait_until(lambda: idle_everywhere(server, cid), timeout=20, what="recovery and all follow-ups")
-    assert server.get(f"/api/tasks/{master_task}").json()["status"] == "failed"
+    assert server.get(f"/api/tasks/{master_task}").json()["status"] == TaskStatus.FAILED
     after = [r.body["messages"] for r in llm.agent_requests[seen_before:]]
     for messages in after:
         assert_tool_calls_closed(messages)
@@ -269,9 +271,9 @@ def test_agents_listing_shows_states_and_pending_counts(server, llm, gates):
     server.wait_task(sent["task_id"])
     cid = conv["conversation_id"]
     listed = agents(server, cid)
-    assert listed["MasterAgent"]["state"] == "completed"
-    assert listed["InfoAgent_1"]["state"] == "running"
+    assert listed["MasterAgent"]["state"] == AgentState.COMPLETED
+    assert listed["InfoAgent_1"]["state"] == AgentState.RUNNING
     assert listed["InfoAgent_1"]["parent_id"] == listed["MasterAgent"]["agent_id"]
     assert listed["InfoAgent_1"]["role"] == "InfoAgent"
     hold_sub.set()
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", "completed"), what="the sub-agent done")
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", AgentState.COMPLETED), what="the sub-agent done")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from modules.event_catalogue import UserMessageEvent
+from modules.statuses import AgentState, Delivery, TaskStatus
 from test.conftest import wait_until
 from test.integration.router.team import (
     MASTER,
@@ -53,22 +55,22 @@ def test_master_guides_a_running_sub_agent_inline(server, llm, gates):
     wait_until(lambda: requests_of(llm, sub(1)), what="the sub-agent's first model call")
     hold_master.set()
     wait_until(lambda: agent_is(server, cid, "InfoAgent_1", pending=1), what="the guidance queued")
-    assert agents(server, cid)["InfoAgent_1"]["state"] == "running"
+    assert agents(server, cid)["InfoAgent_1"]["state"] == AgentState.RUNNING
     hold_sub.set()
 
     master = server.wait_task(master_task)
     assert tool_results(master, "send_message_to_sub_agent") == [
-        {"success": True, "display_name": "InfoAgent_1", "delivery": "injected_inline"}]
+        {"success": True, "display_name": "InfoAgent_1", "delivery": Delivery.INJECTED_INLINE}]
     [turn] = wait_tasks(server, cid, "InfoAgent_1", 1)
-    assert turn["status"] == "succeeded"
+    assert turn["status"] == TaskStatus.SUCCEEDED
     first, second = requests_of(llm, sub(1))
     assert contents(first) == ["find hotels"]
     assert second[-1] == {"role": "user", "content": "[Message from MasterAgent] only hotels near the station"}
     assert second[-2]["role"] == "tool" and second[-3]["role"] == "assistant"
     assert_tool_calls_closed(second)
-    inline = [e["data"] for e in turn["events"] if e["type"] == "user_message"][1:]
+    inline = [e["data"] for e in turn["events"] if e["type"] == UserMessageEvent.TYPE][1:]
     assert [(d["source"], d["starts_work"]) for d in inline] == [("guidance", False)]
-    assert states_of(turn) == ["running", "completed"]
+    assert states_of(turn) == [AgentState.RUNNING, AgentState.COMPLETED]
     assert agents(server, cid)["InfoAgent_1"]["pending_count"] == 0
 
 
@@ -90,19 +92,19 @@ def test_sub_agent_asks_the_master_and_the_answer_is_the_tool_result(server, llm
     qid, asker, question = unanswered_questions({"messages": asked[0]})[0]
     assert (asker, question) == ("InfoAgent_1", "Train or plane?")
     listed = agents(server, cid)
-    assert listed["InfoAgent_1"]["state"] == "waiting" and listed["MasterAgent"]["state"] == "running"
+    assert listed["InfoAgent_1"]["state"] == AgentState.WAITING and listed["MasterAgent"]["state"] == AgentState.RUNNING
     assert listed["InfoAgent_1"]["pending_count"] == 0 and listed["MasterAgent"]["pending_count"] == 0
     hold_answer.set()
 
     [turn] = wait_tasks(server, cid, "InfoAgent_1", 1)
-    assert turn["status"] == "succeeded"
+    assert turn["status"] == TaskStatus.SUCCEEDED
     [result] = tool_results(turn, "ask_master")
     assert result == {"success": True, "question_id": qid, "answer": "Go by train.", "from": "MasterAgent"}
     second = requests_of(llm, sub(1))[1]
     assert second[-1]["role"] == "tool" and json.loads(second[-1]["content"]) == result
-    assert states_of(turn) == ["running", "waiting", "running", "completed"]
+    assert states_of(turn) == [AgentState.RUNNING, AgentState.WAITING, AgentState.RUNNING, AgentState.COMPLETED]
     [answered] = all_tool_results(server, cid, "MasterAgent", "answer_sub_agent_question")
-    assert answered["delivery"] == "resolved" and answered["to"] == "InfoAgent_1"
+    assert answered["delivery"] == Delivery.RESOLVED and answered["to"] == "InfoAgent_1"
     # the answer went to the blocked call only: not a second time into the sub-agent's history
     assert not any("Go by train." in c for c in contents(history(server, cid, "InfoAgent_1")))
 
@@ -121,20 +123,20 @@ def test_master_gives_a_completed_sub_agent_a_new_task(server, llm, gates):
     server.wait_task(master_task)
     hold_sub.set()
 
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", "completed"), what="the first turn's end")
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", AgentState.COMPLETED), what="the first turn's end")
     first_turn, second_turn = wait_tasks(server, cid, "InfoAgent_1", 2)
     assert all_tool_results(server, cid, "MasterAgent", "send_message_to_sub_agent") == [
-        {"success": True, "display_name": "InfoAgent_1", "delivery": "triggered_new_turn"}]
-    assert first_turn["status"] == second_turn["status"] == "succeeded"
+        {"success": True, "display_name": "InfoAgent_1", "delivery": Delivery.TRIGGERED_NEW_TURN}]
+    assert first_turn["status"] == second_turn["status"] == TaskStatus.SUCCEEDED
     trigger = second_turn["events"][0]
-    assert trigger["type"] == "user_message" and trigger["data"]["starts_work"] is True
+    assert trigger["type"] == UserMessageEvent.TYPE and trigger["data"]["starts_work"] is True
     assert trigger["data"]["message"] == "[Message from MasterAgent] now summarise chapter 2"
     requests = requests_of(llm, sub(1))
     assert len(requests) == 2
     assert [(m["role"], m["content"]) for m in requests[1][1:]] == [
         ("user", "summarise chapter 1"), ("assistant", "Summary of chapter 1."),
         ("user", "[Message from MasterAgent] now summarise chapter 2")]
-    assert states_of(second_turn) == ["running", "completed"]
+    assert states_of(second_turn) == [AgentState.RUNNING, AgentState.COMPLETED]
 
 
 def test_message_during_the_last_output_starts_a_new_turn_after_the_end(server, llm, gates):
@@ -153,9 +155,9 @@ def test_message_during_the_last_output_starts_a_new_turn_after_the_end(server, 
     hold_sub.set()
 
     master = server.wait_task(master_task)
-    assert tool_results(master, "send_message_to_sub_agent")[0]["delivery"] == "injected_inline"
+    assert tool_results(master, "send_message_to_sub_agent")[0]["delivery"] == Delivery.INJECTED_INLINE
     first, second = wait_tasks(server, cid, "InfoAgent_1", 2)
-    assert first["status"] == second["status"] == "succeeded"
+    assert first["status"] == second["status"] == TaskStatus.SUCCEEDED
     assert second["events"][0]["ts"] >= first["events"][-1]["ts"], "the new turn started before the end"
     assert second["events"][0]["data"]["message"] == "[Message from MasterAgent] add the prices"
     requests = requests_of(llm, sub(1))
@@ -178,8 +180,8 @@ def test_agent_asks_another_running_agent_which_sees_the_question_inline(server,
     llm.script(text("B: answered."), match=sub(2))
     cid, _ = start_team(server)
 
-    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", "waiting")
-               and agent_is(server, cid, "InfoAgent_2", "running", pending=1),
+    wait_until(lambda: agent_is(server, cid, "InfoAgent_1", AgentState.WAITING)
+               and agent_is(server, cid, "InfoAgent_2", AgentState.RUNNING, pending=1),
                what="A waiting, its question queued for the running B")
     hold_b.set()
 
@@ -193,7 +195,7 @@ def test_agent_asks_another_running_agent_which_sees_the_question_inline(server,
                                               "What is the door code?")
     [answered] = tool_results(b_turn, "answer_other_agent")
     assert answered == {"success": True, "question_id": asked["question_id"], "to": "InfoAgent_1",
-                        "delivery": "resolved"}
+                        "delivery": Delivery.RESOLVED}
     a_second = requests_of(llm, sub(1))[1]
     assert json.loads(a_second[-1]["content"]) == asked
-    assert states_of(a_turn) == ["running", "waiting", "running", "completed"]
+    assert states_of(a_turn) == [AgentState.RUNNING, AgentState.WAITING, AgentState.RUNNING, AgentState.COMPLETED]

@@ -9,10 +9,9 @@ from modules.multi_agent import fast_path
 from modules.multi_agent.fast_path import RoutingSignals, SignalsError, load_routing_signals, normalise
 from modules.multi_agent.pipeline import parse_intent
 from modules.suggestions import parse_suggestions
+from test.unit.teams import TOOL_NAMES
 
 SIGNALS = load_routing_signals(None)
-TOOLS = {"run_command", "create_sub_agent", "send_message_to_sub_agent", "answer_sub_agent_question",
-         "terminate_sub_agent", "ask_user", "ask_master", "ask_other_agent", "answer_other_agent"}
 
 
 @pytest.mark.parametrize("message", [
@@ -87,7 +86,7 @@ def test_parse_suggestions():
 
 
 def test_default_profiles_load_with_the_master_first():
-    profiles = load_profiles(None, TOOLS)
+    profiles = load_profiles(None, TOOL_NAMES)
     assert list(profiles)[0] == "MasterAgent"
     assert {"InfoAgent", "BookingAgent", "CoderAgent"} <= set(profiles)
     assert DEFAULT_PROFILES_FILE.exists()
@@ -106,7 +105,7 @@ def test_bad_profile_files_name_the_file_and_field(tmp_path, body, field):
     path = tmp_path / "p.toml"
     path.write_text(body)
     with pytest.raises(ProfileError) as err:
-        load_profiles(path, TOOLS)
+        load_profiles(path, TOOL_NAMES)
     assert str(path) in str(err.value) and field in str(err.value)
 
 
@@ -175,10 +174,10 @@ def test_a_signals_file_without_the_optional_lists_takes_the_built_in_ones(tmp_p
 
 
 def test_profile_keywords(tmp_path):
-    profiles = load_profiles(None, TOOLS)
+    profiles = load_profiles(None, TOOL_NAMES)
     assert "酒店" in profiles["BookingAgent"].keywords and profiles["MasterAgent"].keywords == ()
     path = tmp_path / "p.toml"
     path.write_text('[[agent]]\nname = "A"\ndescription = "d"\nsystem_prompt = "p"\ntools = []\nkind = "master"\n'
                     'keywords = ["x", 3]\n')
     with pytest.raises(ProfileError, match="`keywords`"):
-        load_profiles(path, TOOLS)
+        load_profiles(path, TOOL_NAMES)

@@ -1,6 +1,7 @@
-"""Issue 22's attacks as one suite against one real server with two users (README, "Security"): while alice
-attacks, bob (from another loopback address) has his /healthz, a send and the list of his messages answered
-within a second, nothing of his is lost, and the server is the same process from the first attack to the last.
+"""One user's attacks leave the other answered (issue 22's attacks, as one suite against one real server with
+two users; README, "Security"): while alice attacks, bob (from another loopback address) has his /healthz,
+a send and the list of his messages answered within a second, nothing of his is lost, and the server is the
+same process from the first attack to the last.
 
 The attacks: half-open and trickling sockets past the server's pool, a pipe swapped under a download, a
 listing of 200,000 files, a command writing past its workspace's quota (held by the kernel: each workspace is
@@ -23,10 +24,10 @@ import time
 
 import pytest
 
+from modules.event_catalogue import ToolResultEvent
 from test.conftest import TWO_USERS, wait_until
+from test.integration.hostile_clients import LOW_FILE_LIMIT_LAUNCHER, Swapper, get_as, other_client
 from test.integration.sandbox_helpers import send_routed
-from test.integration.test_slow_clients import LOW_FILE_LIMIT_LAUNCHER, other_client
-from test.integration.test_workspace_files_never_block import Swapper, _get
 from test.scripted_llm import text, tool_calls
 from test.scripted_steps import match_last_user, match_system
 
@@ -109,7 +110,7 @@ def alice_step(server, llm, calls: list[tuple[str, dict]], tag: str, conversatio
     llm.script(text("that is all"), match=match)
     sent = send_routed(server, tag, token="tok-alice", conversation_id=conversation_id)
     task = server.wait_task(sent["task_id"], timeout=90, token="tok-alice")
-    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == "tool_result"]
+    return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
 
 
 def alice_runs(server, llm, command: str, tag: str, conversation_id: str | None = None) -> dict:
@@ -152,7 +153,7 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
         try:
             for _ in range(20):
                 try:
-                    _get(server, f"/api/conversations/{alice}/files/report.txt", 3)
+                    get_as(server, f"/api/conversations/{alice}/files/report.txt", 3)
                 except OSError:
                     pass
         finally:
@@ -171,7 +172,7 @@ def test_while_one_user_attacks_the_other_is_answered_within_a_second_and_loses_
         (many / f"f{i:06d}").touch()
 
     def list_many() -> None:  # four listings at once, as in test_workspace_files_never_block.py
-        listers = [threading.Thread(target=lambda: _get(server, f"/api/conversations/{crowded}/files?limit=1000",
+        listers = [threading.Thread(target=lambda: get_as(server, f"/api/conversations/{crowded}/files?limit=1000",
                                                         30)) for _ in range(4)]
         for lister in listers:
             lister.start()

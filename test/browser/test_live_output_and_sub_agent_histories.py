@@ -1,5 +1,6 @@
-"""Issue 11's defects 3 and 7 (the rest): live output of a running command, a sub-agent's history while it
-works, and what a restart that killed a command leaves in sight. Each test failed before its fix."""
+"""What the page shows live: a running command's output as it prints, a sub-agent's history while it works,
+and what a restart that killed a command leaves in sight (issue 11's defects 3 and 7; each test failed before
+its fix)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 
 from playwright.sync_api import expect
 
+from modules.event_catalogue import TextChunkEvent
+from modules.statuses import AgentState
 from test.browser.helpers import assistant, conversation_id, send, wait_connected
 from test.conftest import wait_until
 from test.scripted_llm import match_system, text, tool_calls
@@ -37,7 +40,7 @@ def test_a_working_sub_agents_history_fills_in_while_it_works(page, ui_server, l
     try:
         send(page, "scout the area")
         row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
-        expect(row).to_have_attribute("data-state", "running")
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)
         row.click()
         side = page.get_by_test_id("agent-history")
         expect(side.get_by_test_id("tool-card")).to_have_count(0)
@@ -46,7 +49,7 @@ def test_a_working_sub_agents_history_fills_in_while_it_works(page, ui_server, l
         expect(card).to_have_attribute("data-status", "done")  # while the sub-agent still works
         card.get_by_test_id("tool-toggle").click()
         expect(card.get_by_test_id("tool-output")).to_contain_text("scouted-north")
-        expect(row).to_have_attribute("data-state", "running")
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)
     finally:
         start.set()
         finish.set()
@@ -62,12 +65,12 @@ def test_a_sub_agents_reply_streams_into_its_open_history(page, ui_server, llm):
     try:
         send(page, "write the report")
         row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
-        expect(row).to_have_attribute("data-state", "running")
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)
         row.click()
         side = page.get_by_test_id("agent-history")
         finish.set()
         expect(side.get_by_test_id("assistant-message")).to_contain_text("drafting the report")
-        expect(row).to_have_attribute("data-state", "running")  # seen while it streams, not at its end
+        expect(row).to_have_attribute("data-state", AgentState.RUNNING)  # seen while it streams, not at its end
     finally:
         finish.set()
     expect(row).to_have_attribute("data-state", re.compile("idle|completed"), timeout=30_000)
@@ -102,12 +105,12 @@ def test_a_sub_agents_history_opened_mid_reply_shows_the_reply_from_its_start(pa
                match=match_system("You are CoderAgent_1 "))
     send(page, "write the memo")
     row = page.get_by_test_id("agent-row").filter(has_text="CoderAgent_1")
-    expect(row).to_have_attribute("data-state", "running")
+    expect(row).to_have_attribute("data-state", AgentState.RUNNING)
     cid = conversation_id(page)
 
     def sub_agent_streams():
         tasks = ui_server.get(f"/api/tasks?conversation_id={cid}&status=active").json()["data"]
-        return any(e["type"] == "text_chunk" for t in tasks
+        return any(e["type"] == TextChunkEvent.TYPE for t in tasks
                    for e in ui_server.get(f"/api/tasks/{t['task_id']}").json()["events"])
 
     wait_until(sub_agent_streams, 15, what="the sub-agent's reply streaming")
@@ -115,5 +118,5 @@ def test_a_sub_agents_history_opened_mid_reply_shows_the_reply_from_its_start(pa
     reply = page.get_by_test_id("agent-history").get_by_test_id("assistant-message")
     expect(reply).to_contain_text("OPENING-LINE")
     expect(reply).to_contain_text("memo text memo text")
-    expect(row).to_have_attribute("data-state", "running")  # still streaming
+    expect(row).to_have_attribute("data-state", AgentState.RUNNING)  # still streaming
     expect(row).to_have_attribute("data-state", re.compile("idle|completed"), timeout=30_000)

@@ -1,4 +1,6 @@
-"""Issue 11's expected features of a chat app, in the browser against the real server.
+"""The everyday features of a chat app (issue 11), in the browser against the real server: copy buttons,
+message times, jump to latest, edit and resend, dark mode, rename, search, delete, export, regenerate, uploads
+and the demo's example chips.
 
 The tests marked `server_feature` need the REST endpoints of the server side of issue 11 (rename,
 delete, search, export, regenerate, workspace files, demo examples): they skip, saying so, on a
