@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
+from modules.storage.bulk_insert import insert_rows
 from modules.storage.db import Database, DatabaseUnavailable
 
 T = TypeVar("T")
@@ -244,7 +245,7 @@ class GroupCommit:
                     for one, result in zip(items, item.batch_step(s, [i.value for i in items]), strict=True):
                         one.result = result
             for table, rows in by_table.values():
-                s.execute(insert(table), rows)
+                insert_rows(s.connection(), table, rows, insert(table))
             committing[:] = batch
         self.batches += 1
         self.rows += sum(len(rows) for _, rows in by_table.values())

@@ -9,6 +9,7 @@ from sqlalchemy import Row, Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from modules.statuses import Visibility
+from modules.storage.bulk_insert import insert_rows
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
@@ -50,7 +51,7 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
         for i, draft in enumerate(drafts)
     ]
     if rows:
-        conn.execute(_APPEND, rows)
+        insert_rows(conn, HISTORY, rows, _APPEND)
     return [Message(**{k: v for k, v in row.items() if k != "metadata"}, meta=row["metadata"]) for row in rows]
 
 

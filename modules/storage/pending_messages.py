@@ -18,6 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from modules.statuses import MessageSource, QueueStatus
+from modules.storage.bulk_insert import insert_rows
 from modules.storage.db import Database
 from modules.storage.models import PendingMessageRow
 from modules.storage.records import ASK_CONSUMER_PREFIX, now
@@ -63,7 +64,8 @@ def queue_in(session: Session, messages: list[dict[str, Any]]) -> None:
     which needs no answer of which were new (delivery is the same either way)."""
     rows = _queue_rows(messages)
     if rows:
-        session.connection().execute(_insert_new(session.get_bind().dialect.name), rows)
+        insert_rows(session.connection(), QUEUE, rows, _insert_new(session.get_bind().dialect.name),
+                    skip_existing="id")
 
 
 def enqueue_in(session: Session, values: dict[str, Any]) -> bool:
