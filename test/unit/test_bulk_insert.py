@@ -33,7 +33,8 @@ def team(request, tmp_path) -> Iterator[tuple]:
 def _send(conv, master, n: int, **values) -> dict:
     return dict(id=f"m{n}", conversation_id=conv.id, target_agent_id=master.id, source_agent_id=None,
                 source_display_name="user", type="message", content=f"text {n}", question_id=None,
-                meta=MessageMeta(source=MessageSource.USER, question_id=f"q{n}").dump(), created_at=1000.5 + n, **values)
+                meta=MessageMeta(source=MessageSource.USER, question_id=f"q{n}").dump(), created_at=1000.5 + n,
+                **values)
 
 
 def test_a_batch_of_sends_is_one_insert_that_skips_a_queued_id(team):
