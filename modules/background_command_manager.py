@@ -24,7 +24,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.notice_fence import fenced, neutralised
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
-from modules.statuses import MessageSource, Visibility
+from modules.statuses import CommandStatus, MessageSource, Visibility
 from modules.storage import commands as command_store
 from modules.storage import pending_messages as queue
 from modules.storage import processes
@@ -264,7 +264,7 @@ class BackgroundCommandManager:
             content=build_command_notice_text(cmd), source_display_name="background_command",
             meta=MessageMeta(source=MessageSource.BACKGROUND_COMMAND, visibility=Visibility.COMPACT,
                              auto_message_type="background_command", background_command_notice=True,
-                             command_id=cmd.id, status=cmd.status, finished_at=cmd.finished_at),
+                             command_id=cmd.id, status=CommandStatus(cmd.status), finished_at=cmd.finished_at),
         )
 
     # -- control and queries ----------------------------------------------

@@ -40,8 +40,9 @@ def ts(tp: Any, named: dict[str, type]) -> str:
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
     if origin is dict:
         return f"Record<string, {ts(get_args(tp)[1], named)}>"
-    if origin in (Union, types.UnionType):
-        return " | ".join(ts(a, named) for a in get_args(tp))
+    if origin in (Union, types.UnionType):  # each member once: enums of one union may share values
+        members = [m for a in get_args(tp) for m in ts(a, named).split(" | ")]
+        return " | ".join(dict.fromkeys(members))
     raise TypeError(f"no TypeScript spelling for {tp!r}")
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from modules.statuses import Delivery, MessageSource, Route, Visibility
+from modules.statuses import CommandStatus, Delivery, MessageSource, Route, TaskStatus, Visibility
 
 
 class SetKeys(BaseModel):
@@ -76,7 +76,7 @@ class MessageMeta(SetKeys):
     sub_agent_id: str | None = None
     background_command_notice: bool | None = None
     command_id: str | None = None
-    status: str | None = None
+    status: TaskStatus | CommandStatus | None = None  # the sub-agent's turn's or the command's end
     finished_at: float | None = None
 
     @classmethod

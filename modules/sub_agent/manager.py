@@ -17,7 +17,7 @@ from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
 from modules.notice_fence import fenced
-from modules.statuses import MessageSource, Visibility
+from modules.statuses import MessageSource, TaskStatus, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
@@ -103,7 +103,7 @@ class SubAgentManager:
             source_display_name=agent.display_name, source_agent_id=agent.id,
             meta=MessageMeta(source=MessageSource.SUB_AGENT, visibility=Visibility.COMPACT,
                              auto_message_type="sub_agent", sub_agent_notice=True, sub_agent_id=agent.id,
-                             status=result.status, finished_at=now()),
+                             status=TaskStatus(result.status), finished_at=now()),
         )
 
     def in_conversation(self, conversation_id: str) -> list[Agent]:

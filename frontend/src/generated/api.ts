@@ -160,7 +160,7 @@ export interface MessageMeta {
   sub_agent_id?: string | null;
   background_command_notice?: boolean | null;
   command_id?: string | null;
-  status?: string | null;
+  status?: "pending" | "running" | "succeeded" | "failed" | "stopped" | "timed_out" | "cancelled" | "lost" | null;
   finished_at?: number | null;
 }
 
