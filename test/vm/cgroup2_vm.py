@@ -25,13 +25,16 @@ QEMU = "qemu-system-x86_64"
 # in load order: virtio over PCI, then 9p over virtio
 MODULES = ("virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "netfs",
            "fscache", "9pnet", "9pnet_virtio", "9p")
+# The tmpfs on /tmp would hide a checkout under /tmp (`git clone . /tmp/x`): its folder is bound back over it.
 INIT = """#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in {modules}; do insmod /mods/$m.ko || echo "insmod $m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /newroot || {{ echo 9P FAILED; poweroff -f; }}
 mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devtmpfs dev /newroot/dev
+mkdir /project; mount -o bind /newroot{cwd} /project
 mount -t tmpfs tmp /newroot/tmp; mount -t cgroup2 none /newroot/sys/fs/cgroup
+[ -d /newroot{cwd} ] || {{ mkdir -p /newroot{cwd} && mount -o bind /project /newroot{cwd}; }}
 chroot /newroot /bin/sh -c 'cd {cwd} && {command}'
 echo "VM EXIT $?"
 poweroff -f
