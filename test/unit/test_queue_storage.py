@@ -143,6 +143,7 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     assert queue.queued_counts(db, conv.id) == {master.id: 4, sub.id: 2}
     assert (queue.queued_count(db, master.id), queue.queued_count(db, sub.id)) == (4, 2)
     assert queue.queued_count(db, other_master.id) == 1 and queue.queued_count(db, "nobody") == 0
+    assert queue.queued_total(db) == 7  # every conversation's queued messages, not the one taken
     assert sorted(queue.agents_with_queued(db)) == sorted([master.id, sub.id, other_master.id])
     assert queue.find_question(db, "q_1").id == ids[5]  # the ask, not the answer that carries its id
     assert queue.find_question(db, "q_2") is None
@@ -152,7 +153,7 @@ def test_listings_filter_by_agent_status_and_kind_in_arrival_order(team):
     assert queue.has_queued(db, sub.id) and not queue.has_queued(db, master.id)
     assert sorted(queue.agents_with_queued(db)) == sorted([sub.id, other_master.id])
     assert queue.queued_counts(db, conv.id) == {sub.id: 2}
-    assert queue.queued_count(db, master.id) == 0
+    assert queue.queued_count(db, master.id) == 0 and queue.queued_total(db) == 3
     assert queue.queued_notices(db, conv.id, MessageSource.BACKGROUND_COMMAND) == []
 
 
