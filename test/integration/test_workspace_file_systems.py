@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from modules.statuses import FINAL_TASK_STATUSES
 from test.conftest import ROOT, free_port, wait_until
 from test.db_urls import fresh_database
 from test.integration.sandbox_helpers import run_in_sandbox
@@ -35,6 +36,10 @@ def _loops_under(folder: Path) -> list[str]:
     return found
 
 
+def _tasks(server, cid: str) -> list[dict]:
+    return server.get(f"/api/tasks?conversation_id={cid}", token="tok-a").json()["data"]
+
+
 def _host_mounts_under(folder: Path) -> list[str]:
     with open("/proc/self/mountinfo") as info:
         return [line.split()[4] for line in info if str(folder) in line.split()[4]]
@@ -52,10 +57,16 @@ def test_a_killed_server_leaves_no_mount_and_no_loop_device_and_the_next_finds_t
                .json()["data"], 10, what="the background command")
     assert len(_loops_under(server.data_dir)) == 1 and _host_mounts_under(server.data_dir) == []
 
+    before = len(_tasks(server, cid))
+
     server.stop(signal.SIGKILL)
     wait_until(lambda: _loops_under(server.data_dir) == [], 15, what="the loop device cleared")
     assert _host_mounts_under(server.data_dir) == []
     server.start()
+    # The command the killed server lost is reported after the restart, and its notice starts a turn of its own:
+    # that turn ends first, so the next turn's model requests are the test's alone.
+    wait_until(lambda: len(tasks := _tasks(server, cid)) > before
+               and all(t["status"] in FINAL_TASK_STATUSES for t in tasks), 40, what="the lost command's notice turn")
     again = run_in_sandbox(server, llm, "cat kept.txt", token="tok-a", conversation_id=cid)
     assert again["success"] and again["output"].strip() == "kept", again
 
