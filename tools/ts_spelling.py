@@ -24,8 +24,8 @@ def ts(tp: Any, named: dict[str, type]) -> str:
     if is_typed_dict(tp) or (isinstance(tp, type) and issubclass(tp, BaseModel)):
         named.setdefault(tp.__name__, tp)
         return tp.__name__
-    if isinstance(tp, type) and issubclass(tp, StrEnum):
-        return " | ".join(f'"{member.value}"' for member in tp)
+    if (isinstance(tp, type) and issubclass(tp, StrEnum)) or origin is Literal:
+        return " | ".join(_members(tp, named))
     if tp is Any:
         return "unknown"
     if tp is type(None) or tp is None:
@@ -33,17 +33,23 @@ def ts(tp: Any, named: dict[str, type]) -> str:
     simple = {str: "string", int: "number", float: "number", bool: "boolean"}
     if tp in simple:
         return simple[tp]
-    if origin is Literal:
-        return " | ".join(f'"{v}"' if isinstance(v, str) else str(v).lower() for v in get_args(tp))
     if origin in (list, tuple):
         inner = ts(get_args(tp)[0], named)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
     if origin is dict:
         return f"Record<string, {ts(get_args(tp)[1], named)}>"
     if origin in (Union, types.UnionType):  # each member once: enums of one union may share values
-        members = [m for a in get_args(tp) for m in ts(a, named).split(" | ")]
-        return " | ".join(dict.fromkeys(members))
+        return " | ".join(dict.fromkeys(m for a in get_args(tp) for m in _members(a, named)))
     raise TypeError(f"no TypeScript spelling for {tp!r}")
+
+
+def _members(tp: Any, named: dict[str, type]) -> list[str]:
+    """A union member's spellings: an enum's or a Literal's values one by one, anything else whole."""
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        return [f'"{member.value}"' for member in tp]
+    if get_origin(tp) is Literal:
+        return [f'"{v}"' if isinstance(v, str) else str(v).lower() for v in get_args(tp)]
+    return [ts(tp, named)]
 
 
 def doc_comment(cls: type) -> str:
