@@ -40,9 +40,9 @@ from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
-from modules.tools.launched import kill_group
+from modules.tools.launched import kill_group, process_start_ticks
 from modules.tools.sandbox import Sandbox
-from modules.tools.shell import CommandOutcome, process_start_ticks, read_tail, run_shell
+from modules.tools.shell import CommandOutcome, read_tail, run_shell
 from modules.work_caps import WorkCaps, check, starting
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from modules.tools.command_cgroup import CommandCgroup
 
@@ -40,3 +41,17 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); None if it is gone.
+
+    A pid plus its start time names one process: a pid alone may have been reused since."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return None

@@ -148,18 +148,3 @@ def _read_some(fd: int, out: CappedLog, on_output: Callable[[bytes], None]) -> b
     if out.overflowing:
         time.sleep(OVERFLOW_READ_PAUSE_S)
     return True
-
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); None if it is gone.
-
-    A pid plus its start time names one process: a pid alone may have been reused since."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    try:
-        return int(stat[stat.rindex(")") + 2:].split()[19])
-    except (ValueError, IndexError):
-        return None

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.tools.launched import process_start_ticks
+
 log = logging.getLogger(__name__)
 
 LOOP_CLR_FD = 0x4C01
@@ -41,7 +43,7 @@ def register(images_dir: Path) -> int:
     ever takes it for a dead server's."""
     folder = images_dir / SERVERS
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{os.getpid()}-{_start_time(os.getpid())}"
+    name = f"{os.getpid()}-{process_start_ticks(os.getpid())}"
     fd = os.open(folder / f".{name}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.replace(folder / f".{name}", folder / name)
@@ -64,7 +66,7 @@ def remove_stale(images_dir: Path) -> Removed:
         except OSError:
             continue
         try:
-            if _start_time(pid) != started:  # gone, and its pid taken by another
+            if process_start_ticks(pid) != started:  # gone, and its pid taken by another
                 os.close(handle)
                 continue
             name = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -90,7 +92,7 @@ def remove_stale(images_dir: Path) -> Removed:
     return Removed(len(killed), detached)
 
 
-def _stale(images_dir: Path, devices: set[str]) -> dict[int, str]:
+def _stale(images_dir: Path, devices: set[str]) -> dict[int, int]:
     """The processes that mount one of `devices` and that no live server (nor this process) answers for, with
     their start times."""
     live = _live_servers(images_dir / SERVERS) | {os.getpid()}
@@ -106,11 +108,9 @@ def _stale(images_dir: Path, devices: set[str]) -> dict[int, str]:
             continue
         if namespace not in mounting:
             mounting[namespace] = _mounts_any(pid, devices)
-        if mounting[namespace]:
-            try:
-                stale[pid] = _start_time(pid)
-            except (OSError, IndexError):
-                continue
+        started = process_start_ticks(pid) if mounting[namespace] else None
+        if started is not None:
+            stale[pid] = started
     return stale
 
 
@@ -157,10 +157,6 @@ def _mounts_any(pid: int, devices: set[str]) -> bool:
 def _stat_fields(pid: int) -> list[str]:
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()  # after the command's name, which may hold anything
-
-
-def _start_time(pid: int) -> str:
-    return _stat_fields(pid)[19]
 
 
 def _parents() -> dict[int, int]:

@@ -19,8 +19,8 @@ from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import new_id, now
 from modules.storage.users import get_or_create_user
+from modules.tools.launched import process_start_ticks
 from modules.tools.sandbox import Sandbox
-from modules.tools.shell import process_start_ticks
 from test.db_urls import fresh_database
 
 SANDBOX = Sandbox().probe()

@@ -19,8 +19,8 @@ from modules.storage.db import Database
 from modules.storage.models import BackgroundCommand
 from modules.storage.records import now
 from modules.storage.users import get_or_create_user
+from modules.tools.launched import process_start_ticks
 from modules.tools.sandbox import Sandbox
-from modules.tools.shell import process_start_ticks
 
 SANDBOX = Sandbox().probe()  # the product's: bubblewrap where it works here, else unsandboxed
 
