@@ -19,11 +19,17 @@ from modules.storage.agents import AGENTS, ReceiverRow
 from modules.storage.bulk_insert import column_names, recordset, recordset_params, selected
 
 
+def one_statement(dialect: str) -> bool:
+    """Whether `queue_sends_in` is one statement on this database (a batch of sends alone needs no
+    transaction around it: `GroupCommit.call_batched`)."""
+    return dialect == "postgresql"
+
+
 def queue_sends_in(session: Session, receiver_ids: set[str], messages: list[dict[str, Any]]) -> dict[str, ReceiverRow]:
     """Share-lock the receivers and queue the messages (`PendingMessageRow` column values, each id once, in
     list order, an id queued before skipped) whose receiver exists and is not terminated; returns the
     receivers found, by id, as read under the lock."""
-    if session.get_bind().dialect.name != "postgresql":
+    if not one_statement(session.get_bind().dialect.name):
         receivers = agent_store.lock_many_for_queueing_in(session, receiver_ids)
         queue.queue_in(session, [m for m in messages if _live(receivers.get(m["target_agent_id"]))])
         return receivers
