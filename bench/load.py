@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -78,13 +79,18 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     timer.start()
     stdout = threading.Thread(target=lambda: setattr(proc, "out", proc.stdout.read()), daemon=True)
     stdout.start()
+    cpu: dict[str, float] = {}
     try:
         for progress in proc.stderr:
             sys.stderr.write(progress)
-            if sampler is not None and "sending" in progress:
-                sampler.__enter__()
-            elif sampler is not None and "streams ended" in progress:
-                sampler.__exit__()
+            if "sending" in progress:
+                cpu["sent"] = cpu_seconds(target.pids)
+                if sampler is not None:
+                    sampler.__enter__()
+            elif "streams ended" in progress:
+                cpu["ended"] = cpu_seconds(target.pids)
+                if sampler is not None:
+                    sampler.__exit__()
         proc.wait()
         stdout.join()
     finally:
@@ -96,7 +102,24 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
         print(f"the driver failed (exit {proc.returncode}); server log tail:\n{target.log_text()}")
         return None
     print(f"driver wall time {time.monotonic() - started:.1f} s")
-    return json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT "):])
+    if "run" in result and {"sent", "ended"} <= cpu.keys():
+        result["run"]["cpuS"] = cpu["ended"] - cpu["sent"]
+    return result
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """The CPU time (user + system) the server's processes have used so far: the wave's cost, which unlike its
+    wall time does not depend on what else runs on the machine."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15 of stat)
+    return total
 
 
 def model_timings(llm: ScriptedLLMServer, result: dict) -> list[float]:
