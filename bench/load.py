@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/load.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
+from bench.streaming import cpu  # noqa: E402
 from bench.streaming import targets as load_targets  # noqa: E402
 from bench.streaming.profile import Sampler  # noqa: E402
 from bench.streaming.report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
@@ -66,7 +67,7 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
           sampler: Sampler | None = None) -> dict | None:
     """One driver run against `target`: its result, or None (the logs printed) when the driver failed.
     `sampler` profiles the wave alone: from the send to the end of the streams (not the connecting and
-    the verification around it)."""
+    the verification around it); the CPU of every component is read over the same window (`result["cpu"]`)."""
     config = dict(url=target.url, serverPids=target.pids, idle=args.idle, streams=args.streams,
                   batch=args.batch, connectTimeoutMs=60_000, ackTimeoutMs=60_000,
                   streamTimeoutMs=int(args.stream_timeout_s * 1000), soakS=args.soak_s,
@@ -75,51 +76,37 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     started = time.monotonic()
     proc = subprocess.Popen(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    meter = cpu.CpuMeter(lambda: {**target.components(), "driver (node)": [proc.pid],
+                                  "model server (bench process)": [os.getpid()]})
+    window = [w for w in (meter, sampler) if w is not None]
     timer = threading.Timer(args.soak_s + args.stream_timeout_s + 900, proc.kill)
     timer.start()
     stdout = threading.Thread(target=lambda: setattr(proc, "out", proc.stdout.read()), daemon=True)
     stdout.start()
-    cpu: dict[str, float] = {}
     try:
         for progress in proc.stderr:
             sys.stderr.write(progress)
             if "sending" in progress:
-                cpu["sent"] = cpu_seconds(target.pids)
-                if sampler is not None:
-                    sampler.__enter__()
+                for w in window:
+                    w.start()
             elif "streams ended" in progress:
-                cpu["ended"] = cpu_seconds(target.pids)
-                if sampler is not None:
-                    sampler.__exit__()
+                for w in window:
+                    w.stop()
         proc.wait()
         stdout.join()
     finally:
         timer.cancel()
-        if sampler is not None:
-            sampler.__exit__()
+        for w in window:
+            w.stop()
     line = next((ln for ln in proc.out.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         print(f"the driver failed (exit {proc.returncode}); server log tail:\n{target.log_text()}")
         return None
     print(f"driver wall time {time.monotonic() - started:.1f} s")
     result = json.loads(line[len("RESULT "):])
-    if "run" in result and {"sent", "ended"} <= cpu.keys():
-        result["run"]["cpuS"] = cpu["ended"] - cpu["sent"]
+    if "run" in result:
+        result["cpu"] = meter.use(result["run"]["completed"])
     return result
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """The CPU time (user + system) the server's processes have used so far: the wave's cost, which unlike its
-    wall time does not depend on what else runs on the machine."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15 of stat)
-    return total
 
 
 def model_timings(llm: ScriptedLLMServer, result: dict) -> list[float]:
@@ -161,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         llm.reset()  # each target's timings from its own requests
         llm.set_default(step)
         with target_cm as target:
-            sampler = Sampler(target.pids[0], tmp / "profile.txt") if profile else None
+            sampler = Sampler(target.pids[0], tmp / f"profile-{len(target.pids)}.txt") if profile else None
             result = drive(args, target, llm, sampler)
             if sampler is not None:
                 print(sampler.report())
@@ -177,13 +164,16 @@ def run(args: argparse.Namespace) -> int:
                 done = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=False)
                 return report_soak(done[1]) if done else 1
             if args.processes:
-                runs = []
+                runs, uses = [], []
                 for n in sorted({1, args.processes}):
-                    done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}", n, env), goals=False)
+                    done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}", n, env), goals=False,
+                               profile=args.profile)
                     if done is None:
                         return 1
                     runs.append(summary(done[0], args, done[1]))
+                    uses.append((done[0], done[1]["cpu"]))
                 compare_processes(runs)
+                print(cpu.report([(label, use) for label, use in uses if use is not None]))
                 return 0
             relay = one(load_targets.relay(llm.base_url, tmp / "relay"), goals=False)
             product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True,
@@ -191,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             if relay is None or product is None:
                 return 1
             compare_with_relay(summary("bare relay", args, relay[1]), summary(product[0], args, product[1]))
+            print(cpu.report([(label, result["cpu"]) for label, result in (relay, product) if result.get("cpu")]))
             return 0
     finally:
         if args.keep:
@@ -221,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="200 idle, 20 streams")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--profile", action="store_true",
-                        help="sample the product with py-spy while it is driven; print its top functions")
+                        help="sample the product (its first process) with py-spy while driven; print its top functions")
     args = parser.parse_args(argv)
     if args.quick:
         args.idle, args.streams = min(args.idle, 200), min(args.streams, 20)

@@ -35,12 +35,6 @@ class Summary:
     streams_per_s: float  # streams completed / the wave's wall time, from the send to the last end
     kb_per_idle: float
     complete: bool  # all connected, all completed, nothing lost
-    cpu_ms_per_stream: float = math.nan  # the server's CPU time in the wave per stream completed
-
-
-def cpu_ms(result: dict) -> float:
-    r = result["run"]
-    return r["cpuS"] / max(1, r["completed"]) * 1000 if "cpuS" in r else math.nan
 
 
 def per_idle_kb(result: dict) -> float:
@@ -55,7 +49,7 @@ def summary(label: str, args: argparse.Namespace, result: dict) -> Summary:
     connected = result["idleConnected"] + r["joined"] == args.idle + args.streams
     lossless = r["lost"] == 0 and r["outOfOrder"] == 0 and r["textMismatch"] == 0
     return Summary(label, pct(r["completionS"], 99), pct(r["firstChunkS"], 99), r["completed"] / r["wallS"],
-                   per_idle_kb(result), connected and r["completed"] == args.streams and lossless, cpu_ms(result))
+                   per_idle_kb(result), connected and r["completed"] == args.streams and lossless)
 
 
 def report(args: argparse.Namespace, result: dict, model_stream_s: float, model_first_s: float,
@@ -86,9 +80,6 @@ def report(args: argparse.Namespace, result: dict, model_stream_s: float, model_
           f"peak while streaming {r['peakRssKb'] / mb:.1f} MB, end {result['rssEndKb'] / mb:.1f} MB; "
           f"{per_conn:.1f} kB per idle connection")
     print(f"streams/s          {r['completed'] / r['wallS']:.1f} completed per second of the wave")
-    if "cpuS" in r:
-        print(f"server CPU         {r['cpuS']:.1f} s in the wave's {r['wallS']:.1f} s ({cpu_ms(result):.0f} ms per "
-              f"stream; {r['cpuS'] / r['wallS']:.0%} of a core)")
     if r["errors"]:
         print(f"errors             {r['errors']}")
     if not goals:
@@ -134,15 +125,13 @@ def report_soak(result: dict) -> int:
 def compare_with_relay(relay: Summary, product: Summary) -> None:
     """Issue 26: the product's completion p99 within 1.5x the bare relay's in the same run, first chunk p99
     under 2 s."""
-    print(f"\n{'':24} {'completion p99':>15} {'first chunk p99':>16} {'streams/s':>10} {'kB/idle':>8} "
-          f"{'CPU ms/stream':>14}")
+    print(f"\n{'':24} {'completion p99':>15} {'first chunk p99':>16} {'streams/s':>10} {'kB/idle':>8}")
     for s in (relay, product):
         print(f"{s.label:24} {s.completion_p99_s:>13.3f} s {s.first_chunk_p99_s:>14.3f} s "
-              f"{s.streams_per_s:>10.1f} {s.kb_per_idle:>8.1f} {s.cpu_ms_per_stream:>14.1f}")
+              f"{s.streams_per_s:>10.1f} {s.kb_per_idle:>8.1f}")
     print(f"{'product / relay':24} {product.completion_p99_s / relay.completion_p99_s:>14.2f}x "
           f"{product.first_chunk_p99_s / relay.first_chunk_p99_s:>15.2f}x "
-          f"{product.streams_per_s / relay.streams_per_s:>9.2f}x {product.kb_per_idle / relay.kb_per_idle:>7.2f}x "
-          f"{product.cpu_ms_per_stream / relay.cpu_ms_per_stream:>13.2f}x")
+          f"{product.streams_per_s / relay.streams_per_s:>9.2f}x {product.kb_per_idle / relay.kb_per_idle:>7.2f}x")
     print("goals (issue 26):")
     for name, ok in [
         ("relay and product: all connected, all completed, 0 lost", relay.complete and product.complete),
