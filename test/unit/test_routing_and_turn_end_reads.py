@@ -21,7 +21,6 @@ from modules.event_catalogue import (
 from modules.multi_agent import agent_state
 from modules.multi_agent.active_agent import Active, FastPath
 from modules.multi_agent.agent_state import AgentStates
-from modules.multi_agent.follow_up import Verdict
 from modules.multi_agent.message_router import INJECTED_INLINE, TRIGGERED_NEW_TURN, PendingMessage, RouteResult
 from modules.statuses import MessageSource, Route
 from modules.storage import agents as agent_store
@@ -43,6 +42,8 @@ from server.turns.waiters import TurnWaiters
 from server.user_routing import FAST_PATH, RouteDecision, UserMessageRouting
 from test.unit.teams import conversation_with_sub_agent
 from test.unit.turn_doubles import Transport
+
+CONTINUES = SimpleNamespace(continues=True, reason="continuation")  # a verdict, as far as routing reads one
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ class Calls:
 def test_routing_reads_the_active_record_once_and_no_question_while_no_agent_waits(team):
     t = team
     get, questions = Calls(Active(agent_id=t.master.id)), Calls([])
-    fast_path = Calls(FastPath(t.master.id, t.master, Verdict("continues", "continuation")))
+    fast_path = Calls(FastPath(t.master.id, t.master, CONTINUES))
     rt = SimpleNamespace(router=SimpleNamespace(waiting_for_user=lambda _ids: []),
                          user_questions=SimpleNamespace(list=questions), active_agents=SimpleNamespace(get=get),
                          fast_path=SimpleNamespace(decide=fast_path), signals=None)
@@ -102,8 +103,7 @@ def test_a_question_is_looked_up_while_its_agent_waits(team):
     rt = SimpleNamespace(router=SimpleNamespace(waiting_for_user=lambda _ids: []),
                          user_questions=SimpleNamespace(list=questions),
                          active_agents=SimpleNamespace(get=lambda _cid: Active(agent_id=t.master.id)),
-                         fast_path=SimpleNamespace(decide=Calls(FastPath(t.master.id, t.master,
-                                                                         Verdict("continues", "continuation")))))
+                         fast_path=SimpleNamespace(decide=Calls(FastPath(t.master.id, t.master, CONTINUES))))
 
     UserMessageRouting(rt).decide(t.conv, agent_store.list_agents(t.db, t.conv.id), "ok", None)
 
