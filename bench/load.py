@@ -76,7 +76,7 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     proc = subprocess.Popen(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     meter = cpu.CpuMeter(lambda: {**target.components(), "driver (node)": [proc.pid],
-                                  "model server (bench process)": [os.getpid()]})
+                                  "model server (bench process)": [os.getpid()]}, target.counters)
     window = [w for w in (meter, sampler) if w is not None]
     timer = threading.Timer(args.soak_s + args.stream_timeout_s + 900, proc.kill)
     timer.start()
@@ -104,7 +104,7 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     print(f"driver wall time {time.monotonic() - started:.1f} s")
     result = json.loads(line[len("RESULT "):])
     if "run" in result:
-        result["cpu"] = meter.use(result["run"]["completed"])
+        result["cpu"] = meter.use(result["run"]["completed"], result["run"]["events"])
     return result
 
 

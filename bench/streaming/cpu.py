@@ -68,6 +68,21 @@ def postgres(database: str) -> dict[str, list[int]]:
     return {"postgresql backends": backends, "postgresql shared": shared}
 
 
+def postgres_counts(database: str) -> dict[str, int]:
+    """Connections opened to `database` so far, and its transactions (pg_stat_database): a pool that opens and
+    closes its overflow connections under load costs a backend's fork and a login each time, and a group commit
+    shared by fewer writers (a process holds fewer of the streams) costs more transactions per stream."""
+    import psycopg
+
+    from test.db_urls import PG_ADMIN
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        row = conn.execute("SELECT sessions, xact_commit, xact_rollback FROM pg_stat_database WHERE datname = %s",
+                           (database,)).fetchone() or (0, 0, 0)
+    return {"postgresql connections opened": int(row[0]), "postgresql commits": int(row[1]),
+            "postgresql rollbacks": int(row[2])}
+
+
 def redis_server() -> dict[str, list[int]]:
     return {"redis": [pid for pid, _, comm, _ in _processes() if comm == "redis-server"]}
 
@@ -94,6 +109,8 @@ class CpuUse:
     machine_busy_s: float
     machine_steal_s: float
     streams: int
+    events: int = 0  # delivered to the clients: fewer per stream when a loaded server coalesces more chunks
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)  # other counters over the window
 
     @property
     def servers_s(self) -> float:
@@ -114,8 +131,11 @@ class CpuMeter:
     """Reads the components' CPU ticks at `start()` and at `stop()`; `components()` names them (resolved at
     both ends: a process that starts in the window counts from zero, one that ends in it is lost)."""
 
-    def __init__(self, components: Callable[[], dict[str, list[int]]]):
+    def __init__(self, components: Callable[[], dict[str, list[int]]],
+                 counters: Callable[[], dict[str, int]] = dict):
         self._components = components
+        self._counters = counters
+        self._counts: dict[str, int] = {}
         self._before: dict[int, tuple[int, int]] = {}
         self._machine: Machine | None = None
         self._started = 0.0
@@ -126,6 +146,7 @@ class CpuMeter:
             return
         self._started = time.monotonic()
         self._machine = machine()
+        self._counts = self._counters()
         self._before = {pid: got for pids in self._components().values() for pid in pids
                         if (got := _stat(pid)) is not None}
 
@@ -145,12 +166,14 @@ class CpuMeter:
                 ticks += now[0] - (before[0] if before and before[1] == now[1] else 0)
             seconds[name] = ticks / TICKS
         end = machine()
+        counts = {name: n - self._counts.get(name, 0) for name, n in self._counters().items()}
         self._use = CpuUse(wall, seconds, (end.busy - self._machine.busy) / TICKS,
-                           (end.steal - self._machine.steal) / TICKS, 0)
+                           (end.steal - self._machine.steal) / TICKS, 0, counts=counts)
 
-    def use(self, streams: int) -> CpuUse | None:
-        """The window's figures with the streams it completed; None when it never started or ended."""
-        return None if self._use is None else dataclasses.replace(self._use, streams=streams)
+    def use(self, streams: int, events: int) -> CpuUse | None:
+        """The window's figures with the streams it completed and the events it delivered; None when it never
+        started or ended."""
+        return None if self._use is None else dataclasses.replace(self._use, streams=streams, events=events)
 
 
 def report(runs: list[tuple[str, CpuUse]]) -> str:
@@ -178,6 +201,9 @@ def report(runs: list[tuple[str, CpuUse]]) -> str:
     row("streams per server-CPU-s", [f"{u.streams / u.servers_s:.2f}" if u.servers_s else "-" for _, u in runs])
     row("server CPU s per stream", [f"{u.servers_s / u.streams * 1000:.0f} ms" if u.streams else "-" for _, u in runs])
     row("rest CPU s per stream", [f"{u.rest_s / u.streams * 1000:.0f} ms" if u.streams else "-" for _, u in runs])
+    row("events delivered per stream", [f"{u.events / u.streams:.1f}" if u.streams else "-" for _, u in runs])
+    for name in dict.fromkeys(n for _, use in runs for n in use.counts):
+        row(name, [str(u.counts[name]) if name in u.counts else "-" for _, u in runs])
     lines += ceilings(runs)
     return "\n".join(lines)
 
