@@ -56,10 +56,11 @@ from bench.streaming import cpu  # noqa: E402
 from bench.streaming import targets as load_targets  # noqa: E402
 from bench.streaming.profile import Sampler  # noqa: E402
 from bench.streaming.report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
-from test.scripted_llm import ScriptedLLMServer, is_stage_request  # noqa: E402
+from test.scripted_llm import STAGE_MARKERS, ScriptedLLMServer, is_stage_request  # noqa: E402
 from test.scripted_llm import text as text_step  # noqa: E402
 
 DRIVER = ROOT / "bench" / "load_driver.cjs"
+SUGGESTION_MARKER = STAGE_MARKERS[3]  # the suggestion request's system prompt: after the reply, not before it
 
 
 def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLLMServer,
@@ -112,12 +113,17 @@ def model_timings(llm: ScriptedLLMServer, result: dict) -> list[float]:
     """Send -> the reply's model request reached the model, per stream; prints the routing stage's too."""
     start = result["run"]["sendWallMs"] / 1000
     to_model = [r.received_wall - start for r in llm.agent_requests if r.received_wall >= start]
-    to_stage = [r.received_wall - start for r in llm.requests if r.received_wall >= start and is_stage_request(r.body)]
+    stages = [r for r in llm.requests if r.received_wall >= start and is_stage_request(r.body)]
+    suggesting = [r.received_wall - start for r in stages if SUGGESTION_MARKER in json.dumps(r.body["messages"][:1])]
+    to_stage = [r.received_wall - start for r in stages if SUGGESTION_MARKER not in json.dumps(r.body["messages"][:1])]
     print(f"model connections  {llm.connections} opened for {len(llm.requests)} requests (each kept alive for "
           "the next: one per stream at most)")
     if to_stage:
         print(f"to routing stage   p50 {pct(to_stage, 50):.3f} s  p99 {pct(to_stage, 99):.3f} s  "
               f"({len(to_stage)} stage requests: send -> the routing model call reached the model)")
+    if suggesting:
+        print(f"to suggestions     p50 {pct(suggesting, 50):.3f} s  p99 {pct(suggesting, 99):.3f} s  "
+              f"({len(suggesting)} requests: send -> the suggestion request after the reply reached the model)")
     return to_model
 
 

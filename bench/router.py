@@ -18,7 +18,9 @@ database) and sender count:
   non-model time, spent inside the database layer (`Database.read()`/`write()` sessions:
   pool checkout, the SQLite writer lock, statements, commit);
 - sql% / commit% / ping%: the parts of that spent executing statements, committing and pinging;
-- stmts/msg: statements executed per routed message (sends and drains together).
+- stmts/msg: statements executed per routed message (sends and drains together);
+- trips/msg: round trips to PostgreSQL per routed message (bench/routing/round_trips.py), each a green wait;
+  b+s+e: the BEGINs, statements and COMMITs or ROLLBACKs among them (per message).
 
 - cpu us/msg: this process's CPU time (user + system) per routed message, over the run (the database
   server's own CPU is not in it; SQLite's is);
@@ -60,6 +62,7 @@ if str(ROOT) not in sys.path:  # `python bench/router.py` puts bench/ first, not
     sys.path.insert(0, str(ROOT))
 
 from bench.routing.clock import DbClock  # noqa: E402
+from bench.routing.round_trips import RoundTrips  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.context.history_tail import HistoryTail  # noqa: E402
 from modules.multi_agent import agent_state  # noqa: E402
@@ -100,6 +103,7 @@ class Result:
     drains: int
     cpu_s: float
     load: float
+    trips: tuple[int, int, int] | None  # round trips to PostgreSQL: begins, statements, ends (None on SQLite)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -114,8 +118,8 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_sender: int,
-                 model_s: float) -> Result:
+def run_scenario(db: Database, clock: DbClock, trips: RoundTrips | None, backend: str, senders: int,
+                 per_sender: int, model_s: float) -> Result:
     states = AgentStates(db)
     router = MessageRouter(db)
     user = get_or_create_user(db, "bench")
@@ -135,6 +139,8 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
     lock = threading.Lock()
     barrier = threading.Barrier(senders + 1)
     clock.reset()
+    if trips is not None:
+        trips.reset()
 
     def sender(agent) -> None:
         clock.role("send")
@@ -184,6 +190,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
     for t in threads:
         t.join(RUN_DEADLINE_S + 10)
     cpu_s = time.process_time() - cpu_start
+    trip_count = None if trips is None else (trips.begins, trips.statements, trips.ends)
     if any(t.is_alive() for t in threads) or len(visible_at) < total:
         errors.append(f"only {len(visible_at)} of {total} messages became visible in time")
 
@@ -205,7 +212,7 @@ def run_scenario(db: Database, clock: DbClock, backend: str, senders: int, per_s
     return Result(backend, senders, total, last - first, latencies, send_ms, busy["send"], busy["recv"],
                   dict(clock.layer), dict(clock.sql), dict(clock.commit), dict(clock.ping),
                   clock.statements["send"] + clock.statements["recv"], clock.commits["send"] + clock.commits["recv"],
-                  drains, cpu_s, os.getloadavg()[0], errors)
+                  drains, cpu_s, os.getloadavg()[0], trip_count, errors)
 
 
 # -- databases -------------------------------------------------------------------------
@@ -252,7 +259,7 @@ def postgres_available() -> str | None:
 # -- the table ---------------------------------------------------------------------------
 HEADER = (f"{'database':<11}{'senders':>8}{'msgs':>7}{'msgs/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'send p50':>10}{'db% send':>10}{'db% recv':>10}{'sql%':>7}{'commit%':>9}{'ping%':>7}{'stmts/msg':>11}"
-          f"{'txn/msg':>9}{'drains':>8}{'cpu us/msg':>11}{'load':>6}  check")
+          f"{'txn/msg':>9}{'trips/msg':>10}{'b+s+e':>16}{'drains':>8}{'cpu us/msg':>11}{'load':>6}  check")
 
 
 def row(r: Result) -> str:
@@ -262,11 +269,16 @@ def row(r: Result) -> str:
     sql = (r.sql.get("send", 0.0) + r.sql.get("recv", 0.0)) / layer if layer else 0.0
     commit = (r.commit.get("send", 0.0) + r.commit.get("recv", 0.0)) / layer if layer else 0.0
     ping = (r.ping.get("send", 0.0) + r.ping.get("recv", 0.0)) / layer if layer else 0.0
+    per_msg, parts = f"{'-':>10}", f"{'-':>16}"
+    if r.trips is not None:
+        per_msg = f"{sum(r.trips) / r.messages:>10.2f}"
+        parts = f"{'+'.join(f'{n / r.messages:.2f}' for n in r.trips):>16}"
     check = "ok" if not r.errors else "FAIL: " + "; ".join(sorted(set(r.errors))[:3])
     return (f"{r.backend:<11}{r.senders:>8}{r.messages:>7}{r.rate:>9.0f}{_pct(r.latencies_ms, 50):>9.1f}"
             f"{_pct(r.latencies_ms, 99):>9.1f}{statistics.median(r.send_ms):>10.2f}{send_db:>10.0%}"
             f"{recv_db:>10.0%}{sql:>7.0%}{commit:>9.0%}{ping:>7.0%}{r.statements / r.messages:>11.1f}"
-            f"{r.commits / r.messages:>9.2f}{r.drains:>8}{r.cpu_s / r.messages * 1e6:>11.0f}{r.load:>6.1f}  {check}")
+            f"{r.commits / r.messages:>9.2f}{per_msg}{parts}{r.drains:>8}{r.cpu_s / r.messages * 1e6:>11.0f}"
+            f"{r.load:>6.1f}  {check}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             with database(backend, Path(tmp)) as db:
                 clock = DbClock()
                 clock.attach(db)
+                trips = RoundTrips(db.engine) if backend == "postgresql" else None
                 for senders in args.senders:
-                    result = run_scenario(db, clock, backend, senders, max(1, total // senders), args.model_ms / 1000)
+                    result = run_scenario(db, clock, trips, backend, senders, max(1, total // senders),
+                                          args.model_ms / 1000)
                     failed |= bool(result.errors)
                     print(row(result), flush=True)
                     results.append(result)

@@ -86,11 +86,12 @@ class RoutingInbox:
     def _work(self, conversation_id: str) -> None:
         try:
             while True:
-                held = unrouted.unrouted(self._rt.db, conversation_id)
-                for row in held:
+                for row in unrouted.unrouted(self._rt.db, conversation_id):
                     self._route(PendingMessage.from_row(row))
                 with self._lock:
-                    if not held and conversation_id not in self._again:
+                    # A message held after the read above kicked (`_again`): without a kick none was, so no
+                    # second read to find the conversation empty.
+                    if conversation_id not in self._again:
                         self._working.discard(conversation_id)
                         return
                     self._again.discard(conversation_id)

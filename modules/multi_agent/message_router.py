@@ -47,7 +47,7 @@ from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
-from modules.storage import unrouted
+from modules.storage import send_batch, unrouted
 from modules.storage.agents import ReceiverRow
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
@@ -94,10 +94,11 @@ class MessageRouter:
         return self._deliver_stored(message, receiver)
 
     def _enqueue_sends(self, s: Session, messages: list[PendingMessage]) -> list[ReceiverRow | RouteError]:
-        """The sends of one group-commit batch: their receivers share-locked in one statement, the messages
-        of live receivers queued in one (an INSERT that skips an id queued before); per message, its receiver's
-        row or the RouteError its sender gets."""
-        receivers = agent_store.lock_many_for_queueing_in(s, {m.target_agent_id for m in messages})
+        """The sends of one group-commit batch: their receivers share-locked and the messages of live receivers
+        queued (an INSERT that skips an id queued before), in one statement on PostgreSQL and two elsewhere
+        (`storage.send_batch`); per message, its receiver's row or the RouteError its sender gets."""
+        receivers = send_batch.queue_sends_in(s, {m.target_agent_id for m in messages},
+                                              [m.row_values() for m in messages])
         outcomes: list[ReceiverRow | RouteError] = []
         for message in messages:
             agent = receivers.get(message.target_agent_id)
@@ -107,8 +108,6 @@ class MessageRouter:
                 outcomes.append(RouteError(f"{agent.display_name} was terminated and takes no more messages"))
             else:
                 outcomes.append(agent)
-        queue.queue_in(s, [m.row_values() for m, outcome in zip(messages, outcomes, strict=True)
-                           if not isinstance(outcome, RouteError)])
         return outcomes
 
     def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | None = None) -> RouteResult:

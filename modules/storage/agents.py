@@ -71,10 +71,10 @@ def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | No
 ReceiverRow = Row[str, str, bool, str]
 
 
-_AGENTS = cast(Table, Agent.__table__)
+AGENTS = cast(Table, Agent.__table__)
 # Built once (a send's hot statement), executed on the session's connection without the ORM.
-_LOCK_RECEIVERS = select(_AGENTS.c.id, _AGENTS.c.display_name, _AGENTS.c.terminated, _AGENTS.c.state) \
-    .where(_AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
+_LOCK_RECEIVERS = select(AGENTS.c.id, AGENTS.c.display_name, AGENTS.c.terminated, AGENTS.c.state) \
+    .where(AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
 
 
 def lock_many_for_queueing_in(session: Session, agent_ids: set[str]) -> dict[str, ReceiverRow]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, bindparam, func, select
+from sqlalchemy import Row, Table, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from modules.statuses import Visibility
-from modules.storage.bulk_insert import insert_rows
+from modules.storage.bulk_insert import column_names, insert_rows, unnest_params, unnest_rows
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
@@ -40,19 +41,38 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
 
     One batched insert; the returned rows are detached copies of what was written (their `id` unset).
     A NUL in a text (a model or a tool can produce one) becomes U+FFFD: PostgreSQL text cannot hold it."""
+    if not drafts:
+        return []
     conn = session.connection()
-    last = conn.execute(_LAST_SEQ, {"agent": agent_id}).scalar()
-    first = 0 if last is None else last + 1
     ts = now()
     rows = [
-        {"message_id": draft.message_id, "conversation_id": conversation_id, "agent_id": agent_id, "seq": first + i,
+        {"message_id": draft.message_id, "conversation_id": conversation_id, "agent_id": agent_id,
          "role": draft.role, "content": _storable(draft.content), "tool_calls": draft.tool_calls,
          "tool_call_id": draft.tool_call_id, "name": draft.name, "metadata": draft.meta.dump(), "created_at": ts}
-        for i, draft in enumerate(drafts)
+        for draft in drafts
     ]
-    if rows:
+    if conn.dialect.name == "postgresql":  # the next seq read by the insert itself: one round trip, not two
+        first = min(conn.execute(_numbered_append(tuple(rows[0])), {**unnest_params(HISTORY, rows),
+                                                                    "agent": agent_id}).scalars())
+        for i, row in enumerate(rows):
+            row["seq"] = first + i
+    else:
+        last = conn.execute(_LAST_SEQ, {"agent": agent_id}).scalar()
+        for i, row in enumerate(rows):
+            row["seq"] = (0 if last is None else last + 1) + i
         insert_rows(conn, HISTORY, rows, _APPEND)
     return [Message(**{k: v for k, v in row.items() if k != "metadata"}, meta=row["metadata"]) for row in rows]
+
+
+@functools.cache
+def _numbered_append(columns: tuple[str, ...]) -> TextClause:
+    """PostgreSQL: INSERT the rows of `unnest_params` numbered after the agent's last `seq`, which the
+    statement reads itself (its snapshot holds none of its own rows); returns their seqs."""
+    table, seq, agent = HISTORY.name, HISTORY.c.seq.name, HISTORY.c.agent_id.name
+    return text(f'INSERT INTO "{table}" ({column_names(HISTORY, columns)}, "{seq}") '
+                f"SELECT {column_names(HISTORY, columns, 'r')}, "
+                f'(SELECT coalesce(max("{seq}"), -1) FROM "{table}" WHERE "{agent}" = :agent) + r.ord '
+                f'FROM {unnest_rows(HISTORY, columns, "r")} ORDER BY r.ord RETURNING "{seq}"')
 
 
 def _storable(text: str | None) -> str | None:

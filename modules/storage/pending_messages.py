@@ -48,7 +48,7 @@ def _insert_new(dialect: str) -> Insert:
     return upsert.on_duplicate_key_update(id=upsert.inserted.id)
 
 
-def _queue_rows(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def queue_rows(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The table's rows for `PendingMessageRow` column values, each id once (the first), in list order."""
     rows: dict[str, dict[str, Any]] = {}
     for values in messages:
@@ -62,7 +62,7 @@ def _queue_rows(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def queue_in(session: Session, messages: list[dict[str, Any]]) -> None:
     """Add the messages whose ids are new, in list order (so in `seq` order), with one statement; a send's,
     which needs no answer of which were new (delivery is the same either way)."""
-    rows = _queue_rows(messages)
+    rows = queue_rows(messages)
     if rows:
         insert_rows(session.connection(), QUEUE, rows, _insert_new(session.get_bind().dialect.name),
                     skip_existing="id")
@@ -77,7 +77,7 @@ def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[st
     """Add the messages whose ids are new, in list order (so in `seq` order), with one statement where the
     database has an upsert that reports what it added; returns the ids added. `messages` are column values
     of `PendingMessageRow`. Two concurrent sends of one id store it once, whichever commits first."""
-    rows = _queue_rows(messages)
+    rows = queue_rows(messages)
     if not rows:
         return []
     dialect = session.get_bind().dialect.name

@@ -31,7 +31,7 @@ def user_work_lock(db: Database, conversation_id: str) -> Iterator[None]:
     if db.is_sqlite:
         yield
         return
-    with db.read(timeout_s=WAIT_S * 2) as session:
+    with db.read(timeout_s=WAIT_S * 2, transaction=True) as session:
         if db.dialect == "postgresql":
             session.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{WAIT_S * 1000}"})
             session.execute(text("SELECT pg_advisory_xact_lock(:cls, user_id) FROM conversations WHERE id = :cid"),

@@ -75,12 +75,18 @@ class EventLog:
                deliver: Deliver | None = None) -> int:
         return self.append_many(task_id, [(event_type, data)], deliver)
 
+    def begin(self, task_id: str) -> None:
+        """A task this process has just created: its log is empty, so it starts at index 0 without a read."""
+        with self._guard:
+            self._next.setdefault(task_id, 0)
+
     def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
-                    deliver: Deliver | None = None) -> int:
-        """Write the events (durably, before `deliver` gets the first one's index). Returns that index."""
+                    deliver: Deliver | None = None, *, step: Callable[[Session], Any] | None = None) -> int:
+        """Write the events (durably, before `deliver` gets the first one's index). Returns that index.
+        `step`: a write of the caller's committed in the same batch (`GroupCommit.insert`)."""
         with self.exclusive(task_id):
             idx = self._take(task_id, len(events))
-            self._write(task_id, [(idx, events)])
+            self._write(task_id, [(idx, events)], step)
             if deliver is not None:
                 deliver(idx)
             return idx
@@ -147,12 +153,13 @@ class EventLog:
         self._next[task_id] = idx + count
         return idx
 
-    def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]]) -> None:
+    def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]],
+               step: Callable[[Session], Any] | None = None) -> None:
         ts = now()
         rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
                 for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(_TASK_EVENTS, rows)
+            self.writer.insert(_TASK_EVENTS, rows, step=step)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again
