@@ -11,9 +11,12 @@ from types import SimpleNamespace
 
 import redis
 
+from modules.event_catalogue import TextChunkEvent
 from server.socket_packets import TolerantPacket
 from server.socket_queue import HEAD, BatchedRedisManager
 from test.conftest import wait_until
+
+CHUNK = TextChunkEvent.TYPE
 
 
 class FakeServer:
@@ -47,7 +50,7 @@ def manager(url: str = "redis://127.0.0.1:6379/0", channel: str = "test") -> Bat
 def test_emits_queued_meanwhile_leave_as_one_redis_message_in_their_order():
     m = manager()
     for k in range(3):
-        m.emit("text_chunk", {"idx": k}, room="conversation-1")
+        m.emit(CHUNK, {"idx": k}, room="conversation-1")
     assert len(m.server.tasks) == 1  # one publishing task, started by the first emit (before any client)
     _, (outbox,) = m.server.tasks[0]
     fake = FakeRedis()
@@ -59,7 +62,7 @@ def test_emits_queued_meanwhile_leave_as_one_redis_message_in_their_order():
     peer = manager()
     peer.basic_enter_room("sid-1", "/", "conversation-1", eio_sid="eio-1")
     assert [(msg["event"], msg["data"]) for msg in peer.unpack(payload)] == [
-        ("text_chunk", [{"idx": 0}]), ("text_chunk", [{"idx": 1}]), ("text_chunk", [{"idx": 2}])]
+        (CHUNK, [{"idx": 0}]), (CHUNK, [{"idx": 1}]), (CHUNK, [{"idx": 2}])]
 
 
 def test_a_process_skips_its_own_batches_and_a_peer_the_rooms_it_holds_no_client_of():
@@ -87,8 +90,8 @@ def test_a_peer_hears_a_batch_through_redis(redis_url):
     probe = redis.Redis.from_url(redis_url)
     wait_until(lambda: dict(probe.pubsub_numsub(channel)).get(channel.encode(), 0) >= 1, 10,
                what="the peer to subscribe")
-    sender.emit("text_chunk", {"idx": 0}, room="room")
-    sender.emit("text_chunk", {"idx": 1}, room="room")
+    sender.emit(CHUNK, {"idx": 0}, room="room")
+    sender.emit(CHUNK, {"idx": 1}, room="room")
     _, (outbox,) = sender.server.tasks[0]
     sender.publish_batch(sender.next_batch(outbox))
     got = [heard.get(timeout=10), heard.get(timeout=10)]
