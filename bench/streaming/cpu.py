@@ -2,10 +2,11 @@
 
 Streams per second only mean throughput when something is saturated, and on a 2-core machine the
 servers share the cores with the driver, the scripted model, PostgreSQL, Redis and nginx. So each run
-reads every component's utime + stime (/proc/<pid>/stat) at the send and at the end of the streams, and
-the machine's own busy and idle time (/proc/stat), and prints them next to the streams per second. The
-servers' CPU per stream (streams per server-CPU-second) isolates how the product itself scales; the CPU
-per stream of everything together says how many streams per second the cores could carry at most.
+reads every component's utime + stime (/proc/<pid>/stat, with its reaped children's) at the send and at
+the end of the streams, and the machine's busy and idle time (/proc/stat), and prints them next to the
+streams per second. The servers' CPU per stream (streams per server-CPU-second) isolates how the product
+itself scales; the CPU per stream of everything together says how many streams per second the cores could
+carry at most.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ SERVER = "server"  # components whose label starts with this are the product's p
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
-    """(utime + stime, start time) in ticks, or None when the process is gone."""
+    """(utime + stime of the process and of its children it has reaped, start time) in ticks, or None when the
+    process is gone. The reaped children count: a PostgreSQL backend that a pool closed within the window is
+    gone by its end, and its CPU with it, but the postmaster has reaped it."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after the command, which may hold spaces
-    return int(fields[11]) + int(fields[12]), int(fields[19])
+    return sum(int(v) for v in fields[11:15]), int(fields[19])
 
 
 def _processes() -> list[tuple[int, int, str, str]]:
