@@ -233,3 +233,24 @@ def ceilings(runs: list[tuple[str, CpuUse]]) -> list[str]:
         out.append(f"  {label}: streams per server-CPU-second {efficiency:.2f}x one process's (the product's own "
                    "scaling, whatever the cores left to it)")
     return out
+
+
+SPIN = "n = 0\nfor i in range({loops}):\n    n += i * i\n"
+
+
+def machine_scaling(processes: int, loops: int = 6_000_000) -> float:
+    """How much more CPU-bound work `processes` Python processes at once complete than one, per second, on this
+    machine now: the ceiling that the cores (shared with other work, perhaps with the host's other guests) set
+    for N servers, whatever the product does. A fixed loop in one process, then in N at once."""
+    import subprocess
+    import sys
+
+    def wall(n: int) -> float:
+        started = time.monotonic()
+        spinners = [subprocess.Popen([sys.executable, "-c", SPIN.format(loops=loops)]) for _ in range(n)]
+        for spinner in spinners:
+            spinner.wait()
+        return time.monotonic() - started
+
+    one = wall(1)
+    return processes * one / wall(processes)

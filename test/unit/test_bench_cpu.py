@@ -43,3 +43,8 @@ def test_the_ceiling_is_the_free_cores_over_the_cpu_per_stream_or_one_core_per_p
     assert f"at most {min(free_one / 0.1, 1 / 0.08):.1f} streams/s" in text
     assert "streams per server-CPU-second 0.67x one process's" in text  # 100/12 against 100/8
     assert "events delivered per stream" in text
+
+
+def test_the_machine_scaling_compares_n_spinners_at_once_with_one():
+    ratio = cpu.machine_scaling(2, loops=200_000)
+    assert 0.2 < ratio < 2.5  # two at once finish in at most the time of two in a row, less on free cores
