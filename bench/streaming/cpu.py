@@ -232,7 +232,17 @@ def ceilings(runs: list[tuple[str, CpuUse]]) -> list[str]:
         efficiency = (u.streams / u.servers_s) / (one.streams / one.servers_s)
         out.append(f"  {label}: streams per server-CPU-second {efficiency:.2f}x one process's (the product's own "
                    "scaling, whatever the cores left to it)")
+        out.append(f"  {label}: on all {CORES} cores with no other work, these CPU costs per stream allow "
+                   f"{_idle_ceiling(u):.1f} streams/s against one process's {_idle_ceiling(one):.1f}: at most "
+                   f"{_idle_ceiling(u) / _idle_ceiling(one):.2f}x")
     return out
+
+
+def _idle_ceiling(u: CpuUse) -> float:
+    """Streams/s the run's CPU per stream allows on the whole machine: the servers at one core each at most, and
+    every part of the run together on all the cores."""
+    processes = sum(1 for name in u.seconds if name.startswith(SERVER))
+    return min(CORES / ((u.servers_s + u.rest_s) / u.streams), processes / (u.servers_s / u.streams))
 
 
 SPIN = "n = 0\nfor i in range({loops}):\n    n += i * i\n"

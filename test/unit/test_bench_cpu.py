@@ -33,7 +33,8 @@ def test_the_meter_counts_a_process_cpu_from_the_start_of_the_window_only():
     assert use.servers_s == use.seconds["server"] and use.rest_s == 0
 
 
-def test_the_ceiling_is_the_free_cores_over_the_cpu_per_stream_or_one_core_per_process():
+def test_the_ceiling_is_the_free_cores_over_the_cpu_per_stream_or_one_core_per_process(monkeypatch):
+    monkeypatch.setattr(cpu, "CORES", 2)
     one = cpu.CpuUse(wall_s=10, seconds={"server 1": 8.0, "driver (node)": 2.0}, machine_busy_s=15.0,
                      machine_steal_s=0, streams=100, events=3000)
     two = cpu.CpuUse(wall_s=10, seconds={"server 1": 6.0, "server 2": 6.0, "driver (node)": 3.0},
@@ -43,6 +44,8 @@ def test_the_ceiling_is_the_free_cores_over_the_cpu_per_stream_or_one_core_per_p
     assert f"at most {min(free_one / 0.1, 1 / 0.08):.1f} streams/s" in text
     assert "streams per server-CPU-second 0.67x one process's" in text  # 100/12 against 100/8
     assert "events delivered per stream" in text
+    # no other work: one process at most 1/0.08 = 12.5/s; two need 150 ms of CPU per stream on 2 cores
+    assert "allow 13.3 streams/s against one process's 12.5: at most 1.07x" in text
 
 
 def test_the_machine_scaling_compares_n_spinners_at_once_with_one():
