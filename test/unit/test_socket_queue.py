@@ -97,3 +97,13 @@ def test_a_peer_hears_a_batch_through_redis(redis_url):
     got = [heard.get(timeout=10), heard.get(timeout=10)]
     assert [msg["data"] for msg in got] == [[{"idx": 0}], [{"idx": 1}]]
     assert all(msg["host_id"] == sender.host_id for msg in got)
+
+
+def test_emits_beyond_the_outbox_are_dropped_not_held_while_redis_hangs(monkeypatch, caplog):
+    monkeypatch.setattr("server.socket_queue.OUTBOX_MAX", 2)
+    m = manager()
+    for k in range(4):  # nothing publishes: the publishing task is recorded, not run
+        m.emit(CHUNK, {"idx": k}, room="conversation-1")
+    _, (outbox,) = m.server.tasks[0]
+    assert [msg["data"] for msg in m.next_batch(outbox)] == [[{"idx": 0}], [{"idx": 1}]]
+    assert sum("dropping new ones" in r.message for r in caplog.records) == 1  # once per episode
