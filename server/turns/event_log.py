@@ -124,8 +124,13 @@ class EventLog:
 
     def append_in(self, session: Session, task_id: str, events: list[tuple[str, dict[str, Any]]]) -> int:
         """Write the events inside the caller's transaction (a task's end, with its status); returns the
-        first one's index. Call under `exclusive`, and `forget` the task once that transaction ended."""
-        idx = task_store.next_event_idx_in(session, task_id)
+        first one's index. Call under `exclusive`, and `forget` the task once that transaction ended. The index
+        is the one kept in memory (every event of the task went through this log); read from the log only when
+        it is not (a write failed, or this runs again after its batch failed: `_next` was dropped below)."""
+        with self._guard:
+            idx = self._next.get(task_id)
+        if idx is None:
+            idx = task_store.next_event_idx_in(session, task_id)
         task_store.insert_events_in(session, task_id, idx, events)
         with self._guard:  # an event that follows before `forget` (suggestions) reads its index from the log
             self._next.pop(task_id, None)

@@ -133,7 +133,7 @@ class TurnManager:
             return None
         if not queue.has_queued_in(s, agent_id):
             return None
-        claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
+        claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING, read=agent)
         if claim is None:
             return None
         drained = collect(s, agent, task_id)
