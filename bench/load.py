@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -51,20 +52,22 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/load.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
+from bench.streaming import cpu  # noqa: E402
 from bench.streaming import targets as load_targets  # noqa: E402
 from bench.streaming.profile import Sampler  # noqa: E402
 from bench.streaming.report import compare_processes, compare_with_relay, pct, report, report_soak, summary  # noqa: E402
-from test.scripted_llm import ScriptedLLMServer, is_stage_request  # noqa: E402
+from test.scripted_llm import STAGE_MARKERS, ScriptedLLMServer, is_stage_request  # noqa: E402
 from test.scripted_llm import text as text_step  # noqa: E402
 
 DRIVER = ROOT / "bench" / "load_driver.cjs"
+SUGGESTION_MARKER = STAGE_MARKERS[3]  # the suggestion request's system prompt: after the reply, not before it
 
 
 def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLLMServer,
           sampler: Sampler | None = None) -> dict | None:
     """One driver run against `target`: its result, or None (the logs printed) when the driver failed.
     `sampler` profiles the wave alone: from the send to the end of the streams (not the connecting and
-    the verification around it)."""
+    the verification around it); the CPU of every component is read over the same window (`result["cpu"]`)."""
     config = dict(url=target.url, serverPids=target.pids, idle=args.idle, streams=args.streams,
                   batch=args.batch, connectTimeoutMs=60_000, ackTimeoutMs=60_000,
                   streamTimeoutMs=int(args.stream_timeout_s * 1000), soakS=args.soak_s,
@@ -73,6 +76,9 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     started = time.monotonic()
     proc = subprocess.Popen(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    meter = cpu.CpuMeter(lambda: {**target.components(), "driver (node)": [proc.pid],
+                                  "model server (bench process)": [os.getpid()]}, target.counters)
+    window = [w for w in (meter, sampler) if w is not None]
     timer = threading.Timer(args.soak_s + args.stream_timeout_s + 900, proc.kill)
     timer.start()
     stdout = threading.Thread(target=lambda: setattr(proc, "out", proc.stdout.read()), daemon=True)
@@ -80,34 +86,44 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     try:
         for progress in proc.stderr:
             sys.stderr.write(progress)
-            if sampler is not None and "sending" in progress:
-                sampler.__enter__()
-            elif sampler is not None and "streams ended" in progress:
-                sampler.__exit__()
+            if "sending" in progress:
+                for w in window:
+                    w.start()
+            elif "streams ended" in progress:
+                for w in window:
+                    w.stop()
         proc.wait()
         stdout.join()
     finally:
         timer.cancel()
-        if sampler is not None:
-            sampler.__exit__()
+        for w in window:
+            w.stop()
     line = next((ln for ln in proc.out.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         print(f"the driver failed (exit {proc.returncode}); server log tail:\n{target.log_text()}")
         return None
     print(f"driver wall time {time.monotonic() - started:.1f} s")
-    return json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT "):])
+    if "run" in result:
+        result["cpu"] = meter.use(result["run"]["completed"], result["run"]["events"])
+    return result
 
 
 def model_timings(llm: ScriptedLLMServer, result: dict) -> list[float]:
     """Send -> the reply's model request reached the model, per stream; prints the routing stage's too."""
     start = result["run"]["sendWallMs"] / 1000
     to_model = [r.received_wall - start for r in llm.agent_requests if r.received_wall >= start]
-    to_stage = [r.received_wall - start for r in llm.requests if r.received_wall >= start and is_stage_request(r.body)]
+    stages = [r for r in llm.requests if r.received_wall >= start and is_stage_request(r.body)]
+    suggesting = [r.received_wall - start for r in stages if SUGGESTION_MARKER in json.dumps(r.body["messages"][:1])]
+    to_stage = [r.received_wall - start for r in stages if SUGGESTION_MARKER not in json.dumps(r.body["messages"][:1])]
     print(f"model connections  {llm.connections} opened for {len(llm.requests)} requests (each kept alive for "
           "the next: one per stream at most)")
     if to_stage:
         print(f"to routing stage   p50 {pct(to_stage, 50):.3f} s  p99 {pct(to_stage, 99):.3f} s  "
               f"({len(to_stage)} stage requests: send -> the routing model call reached the model)")
+    if suggesting:
+        print(f"to suggestions     p50 {pct(suggesting, 50):.3f} s  p99 {pct(suggesting, 99):.3f} s  "
+              f"({len(suggesting)} requests: send -> the suggestion request after the reply reached the model)")
     return to_model
 
 
@@ -132,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         llm.reset()  # each target's timings from its own requests
         llm.set_default(step)
         with target_cm as target:
-            sampler = Sampler(target.pids[0], tmp / "profile.txt") if profile else None
+            sampler = Sampler(target.pids[0], tmp / f"profile-{len(target.pids)}.txt") if profile else None
             result = drive(args, target, llm, sampler)
             if sampler is not None:
                 print(sampler.report())
@@ -148,13 +164,21 @@ def run(args: argparse.Namespace) -> int:
                 done = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=False)
                 return report_soak(done[1]) if done else 1
             if args.processes:
-                runs = []
-                for n in sorted({1, args.processes}):
-                    done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}", n, env), goals=False)
-                    if done is None:
-                        return 1
-                    runs.append(summary(done[0], args, done[1]))
-                compare_processes(runs)
+                rounds = []
+                for r in range(1, args.rounds + 1):  # 1 then N, again: the machine's other work drifts meanwhile
+                    runs, uses = [], []
+                    print(f"\nthe machine now: {args.processes} CPU-bound Python processes at once do "
+                          f"{cpu.machine_scaling(args.processes):.2f}x the work of one (the cores' own ceiling)")
+                    for n in sorted({1, args.processes}):
+                        done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}-{r}", n, env),
+                                   goals=False, profile=args.profile)
+                        if done is None:
+                            return 1
+                        runs.append(summary(done[0], args, done[1]))
+                        uses.append((done[0], done[1]["cpu"]))
+                    print(cpu.report([(label, use) for label, use in uses if use is not None]))
+                    rounds.append(runs)
+                compare_processes(rounds)
                 return 0
             relay = one(load_targets.relay(llm.base_url, tmp / "relay"), goals=False)
             product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True,
@@ -162,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
             if relay is None or product is None:
                 return 1
             compare_with_relay(summary("bare relay", args, relay[1]), summary(product[0], args, product[1]))
+            print(cpu.report([(label, result["cpu"]) for label, result in (relay, product) if result.get("cpu")]))
             return 0
     finally:
         if args.keep:
@@ -188,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak-s", type=float, default=0, help="repeat waves of streams for this long (0: once)")
     parser.add_argument("--processes", type=int, default=0,
                         help="N: the product on PostgreSQL behind nginx with 1, then N processes (deploy/)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --processes: measure 1 then N processes this many times, interleaved (1)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
     parser.add_argument("--quick", action="store_true", help="200 idle, 20 streams")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--profile", action="store_true",
-                        help="sample the product with py-spy while it is driven; print its top functions")
+                        help="sample the product (its first process) with py-spy while driven; print its top functions")
     args = parser.parse_args(argv)
     if args.quick:
         args.idle, args.streams = min(args.idle, 200), min(args.streams, 20)

@@ -14,6 +14,9 @@ domain view), label 1 when it goes on with that agent. A logistic regression (L2
 same file each run) is fitted; per language, the two thresholds are those that take the most follow-ups while at
 most `--max-misroutes` of each set's topic switches go to the previous agent.
 
+`--predict` also estimates each set's figures on dialogues the thresholds were not chosen on (`out_of_sample`): a
+choice is optimistic on the sample it was made on, and the held-out halves are for scoring, not for choosing.
+
 Run: `.venv/bin/python bench/train_follow_up.py` (about 2 minutes); `--check` compares with the shipped file.
 """
 
@@ -46,6 +49,7 @@ from modules.tools.run_command import RUN_COMMAND  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 EPOCHS, RATE, L2, MIN_COUNT, PRUNE, SWITCH_WEIGHT = 6, 0.2, 1e-3, 2, 0.005, 5.0
 MAX_PROMOTED_SWITCHES = 0.005  # of the messages the model takes from the rules' "undecided": it must not guess
+PREDICT_SPLITS = 6  # random halvings of the tune sets for `--predict`
 GRID = [i / 100 for i in range(1, 100)] + [i / 1000 for i in range(991, 1000)] + [0.9995, 1.0]
 
 
@@ -177,11 +181,53 @@ def thresholds(data: list[Example], probs: list[float], max_misroutes: float) ->
     return best[1], best[2], best[3]
 
 
+@dataclass
+class Estimate:
+    """One set's counts on the halves the thresholds were not chosen on."""
+
+    hits: int = 0
+    follow_ups: int = 0
+    misroutes: int = 0
+    switches: int = 0
+
+    def __str__(self) -> str:
+        return (f"{100 * self.hits / max(1, self.follow_ups):.1f}% of follow-ups, "
+                f"{100 * self.misroutes / max(1, self.switches):.2f}% of switches taken")
+
+
+def out_of_sample(part: list[tuple[Example, float]], max_misroutes: float,
+                  splits: int = PREDICT_SPLITS) -> dict[str, Estimate]:
+    """What thresholds chosen as `thresholds` chooses them do on dialogues they were not chosen on: in each of
+    `splits` random halvings by dialogue (fixed seeds), each half chooses and the other is counted. A choice is
+    optimistic on its own sample (its bound is met by the switches that sample happens to hold); this estimate is
+    what to choose with, instead of looking at the held-out halves."""
+    dialogues = sorted({e.dialogue for e, _ in part})
+    out: dict[str, Estimate] = {}
+    for seed in range(splits):
+        order = list(dialogues)
+        random.Random(seed).shuffle(order)
+        half = {d: i % 2 for i, d in enumerate(order)}
+        for side in (0, 1):
+            chosen = [(e, p) for e, p in part if half[e.dialogue] == side]
+            keep, take, _ = thresholds([e for e, _ in chosen], [p for _, p in chosen], max_misroutes)
+            for e, p in part:
+                if half[e.dialogue] != side:
+                    taken = e.rules_continue if e.final else p >= (keep if e.rules_continue else take)
+                    est = out.setdefault(e.group, Estimate())
+                    est.hits += int(taken and e.label == 1)
+                    est.follow_ups += e.label
+                    est.misroutes += int(taken and e.label == 0)
+                    est.switches += 1 - e.label
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--max-misroutes", type=float, default=0.02, help="bound per tune set (0.02: the goal)")
     p.add_argument("--out", type=Path, default=WEIGHTS)
     p.add_argument("--check", action="store_true", help="fail when the shipped weights differ from a new fit")
+    p.add_argument("--predict", action="store_true",
+                   help="also estimate each set's figures on dialogues the thresholds were not chosen on")
     args = p.parse_args(argv)
     signals = load_routing_signals(None)
     data, tune = fit_set(signals), tune_set(signals)
@@ -196,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         keep, take, summary = thresholds([e for e, _ in part], [p for _, p in part], args.max_misroutes)
         print(f"{lang}: thresholds keep {keep:.3f}, take {take:.3f}; {summary}")
         chosen[lang] = {"keep": keep, "take": take}
+        if args.predict:
+            estimates = out_of_sample(part, args.max_misroutes)
+            print(f"{lang}, chosen on one half of random halvings, counted on the other ({PREDICT_SPLITS} halvings): "
+                  + "; ".join(f"{g}: {est}" for g, est in sorted(estimates.items())))
     model = {"about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py",
              "thresholds": chosen, "weights": weights}
     text = json.dumps(model, ensure_ascii=False, indent=0, sort_keys=True) + "\n"

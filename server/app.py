@@ -47,6 +47,7 @@ from server.sender import SocketIOTransport
 from server.socket_compression import DeclineWebSocketCompression
 from server.socket_handlers import ChatNamespace
 from server.socket_packets import TolerantPacket
+from server.socket_queue import BatchedRedisManager
 from server.static_files import register_frontend
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,11 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
     db = Database(settings.database_url, timeout_s=settings.db_timeout_s, pool_size=settings.db_pool_size,
                   pool_overflow=settings.db_pool_overflow)
     db.migrate()
-    socketio = SocketIO(async_mode=async_mode, message_queue=settings.redis_url, json=None, serializer=TolerantPacket,
-                        channel=scoped_channel("flask-socketio", settings.redis_url) if settings.redis_url
-                        else "flask-socketio")
+    # Several processes share their emits through Redis, in batches (server/socket_queue.py).
+    queue = ({"client_manager": BatchedRedisManager(settings.redis_url,
+                                                    scoped_channel("flask-socketio", settings.redis_url))}
+             if settings.redis_url else {})
+    socketio = SocketIO(async_mode=async_mode, json=None, serializer=TolerantPacket, **queue)
     model = build_chat_model(
         api_key=settings.openai_api_key, base_url=settings.openai_base_url, default_model=settings.llm_model,
         timeout_s=settings.llm_timeout_s, demo_chunk_delay_s=settings.demo_chunk_delay_s,

@@ -24,6 +24,8 @@ def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender
     """The inline batch: drain everything queued for the running agent (completion notices of its
     sub-agents and background commands, messages, questions, answers) into its history, after any
     tool block, in one transaction, and echo each as a `user_message`. No new task."""
+    if not rt.router.has_queued(turn.agent_id):  # a read, not a write batch's wait: mostly nothing is queued
+        return 0
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
     if drained:

@@ -122,11 +122,13 @@ class ChatService:
     def _deliver(self, user_id: int, req: SendMessageBody,
                  on_conversation: Callable[[str], None] | None) -> SendAccepted:
         rt = self._rt
-        earlier = rt.router.stored(_message_id(user_id, req.client_message_id) or "")
+        message_id = _message_id(user_id, req.client_message_id)
+        earlier = rt.router.stored(message_id) if message_id is not None else None  # a new send: nothing to find
         if earlier is not None:
             return self._answer_stored(earlier, on_conversation)
         refuse_over_budget(self._rt.budgets, user_id)
         conv = self._conversation(user_id, req)
+        rt.ledger.know(conv.id, conv.user_id)  # its turns' model requests are metered without reading it again
         if on_conversation is not None:
             on_conversation(conv.id)
         rt.suggestions.cancel(conv.id)

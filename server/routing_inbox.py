@@ -17,7 +17,7 @@ import threading
 from sqlalchemy.orm import Session
 
 from modules.event_catalogue import RouteEvent
-from modules.multi_agent.message_router import PendingMessage, RouteError
+from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage, RouteError
 from modules.multi_agent.user_questions import StaleQuestion
 from modules.statuses import MessageSource, Visibility
 from modules.storage import agents as agent_store
@@ -86,11 +86,12 @@ class RoutingInbox:
     def _work(self, conversation_id: str) -> None:
         try:
             while True:
-                held = unrouted.unrouted(self._rt.db, conversation_id)
-                for row in held:
+                for row in unrouted.unrouted(self._rt.db, conversation_id):
                     self._route(PendingMessage.from_row(row))
                 with self._lock:
-                    if not held and conversation_id not in self._again:
+                    # A message held after the read above kicked (`_again`): without a kick none was, so no
+                    # second read to find the conversation empty.
+                    if conversation_id not in self._again:
                         self._working.discard(conversation_id)
                         return
                     self._again.discard(conversation_id)
@@ -148,7 +149,8 @@ class RoutingInbox:
         outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
                            agent_id=target.id, target_agent=target.display_name)
         rt.writer.call(lambda s: unrouted.record_delivery_in(s, held.id, outcome))
-        emit_pending_count(rt, conv.id, target.id)
+        if routed.delivery != TRIGGERED_NEW_TURN or routed.task_id is None:
+            emit_pending_count(rt, conv.id, target.id)  # (a turn this delivery started sends it as it starts)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the
         # task's own events follow, and GET /api/messages/<id> has the task id.
         to_room(rt.transport, RouteEvent(route=decision.route, delivery=routed.delivery, agent_id=target.id,

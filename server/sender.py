@@ -9,9 +9,11 @@ the catalogue (modules/event_catalogue.py) only; `Transport` carries their wire 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from flask_socketio import SocketIO
+from sqlalchemy.orm import Session
 
 from modules.event_catalogue import Event
 from server.turns.event_log import CHUNK_TYPES, EventLog
@@ -24,7 +26,7 @@ class Transport(Protocol):
 class EventSender(Protocol):
     def emit(self, event: Event) -> int: ...
 
-    def emit_many(self, events: list[Event]) -> int: ...
+    def emit_many(self, events: list[Event], *, step: Callable[[Session], Any] | None = None) -> int: ...
 
 
 def to_room(transport: Transport, event: Event, room: str) -> None:
@@ -56,10 +58,11 @@ class TaskEventSender:
             return self._log.append_chunk(self.task_id, self.payloads([event])[0][1], self.deliver, event.TYPE)
         return self.emit_many([event])
 
-    def emit_many(self, events: list[Event]) -> int:
-        """Log the events in one transaction, then send each to the room; returns the first index."""
+    def emit_many(self, events: list[Event], *, step: Callable[[Session], Any] | None = None) -> int:
+        """Log the events in one transaction, then send each to the room; returns the first index. `step`: a
+        write of the caller's in the same transaction (a turn's start: its status beside its first events)."""
         payloads = self.payloads(events)
-        return self._log.append_many(self.task_id, payloads, lambda first: self.deliver(first, payloads))
+        return self._log.append_many(self.task_id, payloads, lambda first: self.deliver(first, payloads), step=step)
 
     def payloads(self, events: list[Event]) -> list[tuple[str, dict[str, Any]]]:
         """The events as logged: each carries its task, conversation and agent."""

@@ -64,10 +64,11 @@ class UserMessageRouting:
         if question_id:
             raise StaleQuestion(question_id, [])
         master = next(a for a in agents if a.kind == MASTER_KIND)
-        if rt.active_agents.get_active_stage(conv.id) == INTENT and rt.signals.is_continuation(message):
+        active = rt.active_agents.get(conv.id)  # one read: the active stage here, the active agent below
+        if active.stage == INTENT and rt.signals.is_continuation(message):
             return RouteDecision(FAST_PATH, self._dispatch(conv, agents, master, self._intent(conv, message)),
                                  reason="continuation")
-        fast = rt.fast_path.decide(conv.id, agents, message)  # decided in modules/multi_agent/active_agent.py
+        fast = rt.fast_path.decide(conv.id, agents, message, known=active)  # modules/multi_agent/active_agent.py
         if fast.taken and fast.target is not None:  # taken implies a target
             return RouteDecision(FAST_PATH, fast.target, reason=fast.reason)
         decision = self._pipeline(conv, agents, master, message, fast.target)
@@ -84,6 +85,8 @@ class UserMessageRouting:
         found = {w.question_id: OpenQuestion(w.agent_id, w.question_id, w.since)
                  for w in self._rt.router.waiting_for_user([a.id for a in agents])}
         waiting = {a.id for a in agents if a.state == agent_state.WAITING}
+        if not waiting:  # a recorded question counts only while its agent waits: no read when none does
+            return sorted(found.values(), key=lambda q: q.asked_at)
         for q in self._rt.user_questions.list(conv.id):
             if q.question_id not in found and q.agent_id in waiting:
                 found[q.question_id] = q

@@ -49,6 +49,12 @@ class Sampler:
                 self._proc.kill()
                 self._proc.wait()
 
+    def start(self) -> None:
+        self.__enter__()
+
+    def stop(self) -> None:
+        self.__exit__()
+
     def report(self) -> str:
         if not self._out.exists():
             return "profile: py-spy wrote nothing (is it installed, may it trace this process?)"

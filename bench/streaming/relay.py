@@ -52,7 +52,7 @@ from modules.event_catalogue import (  # noqa: E402
     TextEndEvent,
 )
 from modules.statuses import SendStatus  # noqa: E402
-from run import connection_capacity  # noqa: E402
+from run import connection_capacity, keep_pool_probes_off_the_hub  # noqa: E402
 
 MAX_STREAMS = 2000  # connections the shared client keeps: more than any bench run streams at once
 
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=5001)
     parser.add_argument("--database-url", help="unused: the relay stores nothing (the suite's ServerProcess passes it)")
     args = parser.parse_args(argv)
+    keep_pool_probes_off_the_hub()  # as the product does (run.py): without it the relay, not the stack, is measured
     limits = httpx2.Limits(max_connections=MAX_STREAMS, max_keepalive_connections=MAX_STREAMS)
     http = openai.DefaultHttpx2Client(limits=limits, timeout=float(os.environ.get("LLM_TIMEOUT_S", "60")))
     client = openai.OpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ.get("OPENAI_API_KEY", "x"),

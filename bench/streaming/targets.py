@@ -2,7 +2,8 @@
 
 Each target is a context manager that starts its processes against the given scripted model and yields a
 `Target`: the URL the driver connects to, the pids whose memory it samples, and a way to read the logs when
-the driver fails. All of them stop with the context, however it ends.
+the driver fails, and its components (the processes whose CPU bench/streaming/cpu.py counts). All of them stop
+with the context, however it ends.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.streaming import cpu
 from deploy.run_cluster import Cluster
 from test.conftest import ServerProcess, free_port
 from test.db_urls import fresh_database
@@ -27,13 +29,16 @@ class Target:
     url: str
     pids: list[int]
     log_text: Callable[[], str]
+    components: Callable[[], dict[str, list[int]]]  # label -> pids; the product's own labels start "server"
+    counters: Callable[[], dict[str, int]] = dict  # label -> a count so far (bench/streaming/cpu.py)
 
 
 @contextlib.contextmanager
 def relay(llm_url: str, data_dir: Path) -> Iterator[Target]:
     server = ServerProcess(data_dir, llm_url, launcher=RELAY_LAUNCHER).start(timeout=60)
     try:
-        yield Target("bare relay", server.url, [server.proc.pid], server.log_text)
+        yield Target("bare relay", server.url, [server.proc.pid], server.log_text,
+                     lambda: {"server (relay)": [server.proc.pid]})
     finally:
         server.stop()
 
@@ -44,7 +49,10 @@ def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) ->
         database_url = stack.enter_context(fresh_database("postgresql", data_dir)) if database == "postgresql" else None
         server = ServerProcess(data_dir, llm_url, database_url=database_url, env=env).start(timeout=60)
         stack.callback(server.stop)
-        yield Target(f"product ({database})", server.url, [server.proc.pid], server.log_text)
+        pid = server.proc.pid
+        yield Target(f"product ({database})", server.url, [pid], server.log_text,
+                     lambda: {"server": [pid], **(cpu.postgres(_name(database_url)) if database_url else {})},
+                     (lambda: cpu.postgres_counts(_name(database_url))) if database_url else dict)
 
 
 @contextlib.contextmanager
@@ -63,4 +71,15 @@ def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, st
                           per_client_connections=int(env.get("CLIENT_MAX_CONNECTIONS", "128")))
         with cluster:
             label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
-            yield Target(label, cluster.url, cluster.pids, cluster.log_tail)
+            yield Target(label, cluster.url, cluster.pids, cluster.log_tail, lambda: _cluster_components(cluster),
+                         lambda: cpu.postgres_counts(_name(database_url)))
+
+
+def _name(database_url: str) -> str:
+    return database_url.rsplit("/", 1)[1]
+
+
+def _cluster_components(cluster: Cluster) -> dict[str, list[int]]:
+    nginx = [cluster.nginx.pid, *cpu.children(cluster.nginx.pid)] if cluster.nginx else []
+    return {**{f"server {k}": [pid] for k, pid in enumerate(cluster.pids, 1)}, "nginx": nginx,
+            **cpu.postgres(_name(cluster.database_url)), **cpu.redis_server()}

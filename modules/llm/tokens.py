@@ -59,6 +59,23 @@ def count_messages(messages: Iterable[Mapping[str, Any]]) -> int:
     return sum(count_message(m) for m in messages)
 
 
+_TOOLS_COUNTED = 256  # distinct lists of tool definitions whose count is kept
+_tools_counted: dict[tuple[int, ...], tuple[list[dict[str, Any]], int]] = {}
+
+
 def count_tools(tools: list[dict[str, Any]] | None) -> int:
-    """Tool definitions count against the window too."""
-    return count_tokens(json.dumps(tools, ensure_ascii=False)) if tools else 0
+    """Tool definitions count against the window too. A list of the same definition objects is counted once
+    (the registry hands out the same objects each time and they are never changed, modules/tools/registry.py;
+    an agent's every request and its metering counted them again: about 3 % of the CPU while 200 streams ran).
+    The entry keeps the definitions alive, so their ids stay theirs while it is kept."""
+    if not tools:
+        return 0
+    key = tuple(id(tool) for tool in tools)
+    kept = _tools_counted.get(key)
+    if kept is not None:
+        return kept[1]
+    count = count_tokens(json.dumps(tools, ensure_ascii=False))
+    if len(_tools_counted) >= _TOOLS_COUNTED:
+        _tools_counted.clear()
+    _tools_counted[key] = (list(tools), count)
+    return count

@@ -107,8 +107,10 @@ class ActiveAgentFastPath:
                  vocabulary: TeamVocabulary):
         self._db, self.store, self._signals, self._vocabulary = db, store, signals, vocabulary
 
-    def decide(self, conversation_id: str, agents: list[Agent], message: str) -> FastPath:
-        active = self.store.get_active_agent(conversation_id)
+    def decide(self, conversation_id: str, agents: list[Agent], message: str, *,
+               known: Active | None = None) -> FastPath:
+        """`known`: the store's record as the caller has just read it (no second read)."""
+        active = (known if known is not None else self.store.get(conversation_id)).agent_id
         target = next((a for a in agents if a.id == active and (
             a.kind == MASTER_KIND or (a.kind == SUB_AGENT_KIND and not a.terminated))), None)
         return FastPath(active, target, self.verdict(target, message) if target is not None else None)

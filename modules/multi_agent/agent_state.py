@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from modules.statuses import AgentState
 from modules.storage import agents as agent_store
 from modules.storage.db import Database
+from modules.storage.models import Agent
 
 # The states themselves are defined once, in modules/statuses.py.
 IDLE, RUNNING, WAITING, COMPLETED = AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING, AgentState.COMPLETED
@@ -67,13 +68,14 @@ class AgentStates:
         return None
 
     def transition_in(self, s: Session, agent_id: str, to_state: AgentState, *, force: bool = False,
-                      version: int | None = None) -> StateChange | None:
+                      version: int | None = None, read: Agent | None = None) -> StateChange | None:
         """One compare-and-set inside the caller's transaction, so a state change can commit together with
         what causes it; the caller announces the change after the commit. With `version`, only from the
-        row the caller saw."""
+        row the caller saw. `read`: the row as the caller's transaction has just read it (no second read;
+        a stale one only loses the compare-and-set on its version)."""
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
-        agent = agent_store.reread_in(s, agent_id)
+        agent = read if read is not None else agent_store.reread_in(s, agent_id)
         if agent is None or agent.state == to_state or \
                 (not force and to_state not in ALLOWED[AgentState(agent.state)]):
             return None

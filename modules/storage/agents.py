@@ -56,8 +56,10 @@ def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
 
 
 def lock_for_turn_in(session: Session, agent_id: str) -> Agent | None:
-    """The agent, its row locked as `lock_terminated_in` locks it: read whole, for the start of its turn."""
-    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(key_share=True)).first()
+    """The agent, its row locked as `lock_terminated_in` locks it: read whole (as the transaction sees it now, not
+    as its session cached it), for the start of its turn."""
+    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(key_share=True)
+                           .execution_options(populate_existing=True)).first()
 
 
 def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | None:

@@ -68,6 +68,14 @@ class UsageLedger:
             self._users[conversation_id] = user_id
         return user_id
 
+    def know(self, conversation_id: str, user_id: int) -> None:
+        """The conversation's owner as a caller has just read it (a send): `user_of` needs no read then."""
+        with self._lock:
+            if conversation_id not in self._users:
+                if len(self._users) >= _USERS_CACHED:
+                    self._users.clear()
+                self._users[conversation_id] = user_id
+
     def record(self, record: UsageRecord) -> None:
         """Queue the request's row for the next batch, add it to its task's sums, tell the listeners."""
         self._writer.defer(_MODEL_USAGE, [row_of(record)])

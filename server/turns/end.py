@@ -119,11 +119,13 @@ def after_commit(step: Callable[[*Ts], object], *args: *Ts) -> None:
 
 
 def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:
-    flags = background_flags(rt, turn.conversation_id)
+    running = rt.sub_agents.running(turn.conversation_id)  # read once: the flags and the master's busy list
+    flags: BackgroundFlags = {"has_running_sub_agents": bool(running),
+                              "has_running_background_commands": rt.commands.has_running(turn.conversation_id)}
     busy: list[BusySubAgent] = []
     if turn.kind == MASTER_KIND:
         busy = [BusySubAgent(agent_id=a.id, display_name=a.display_name, summary=(a.task or "")[:200])
-                for a in rt.sub_agents.running(turn.conversation_id)]
+                for a in running]
     if turn.kind == MASTER_KIND or turn.parent_id is None:
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
@@ -189,7 +191,8 @@ def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome
     if agent is None or agent.state not in (agent_state.RUNNING, agent_state.WAITING):
         return None
     done = outcome.status == SUCCEEDED and agent.state == agent_state.RUNNING
-    return rt.agent_states.transition_in(s, agent_id, agent_state.COMPLETED if done else agent_state.IDLE, force=True)
+    return rt.agent_states.transition_in(s, agent_id, agent_state.COMPLETED if done else agent_state.IDLE, force=True,
+                                         read=agent)
 
 
 def _suggest(rt: TurnRuntime, turn: Turn) -> None:

@@ -75,12 +75,18 @@ class EventLog:
                deliver: Deliver | None = None) -> int:
         return self.append_many(task_id, [(event_type, data)], deliver)
 
+    def begin(self, task_id: str) -> None:
+        """A task this process has just created: its log is empty, so it starts at index 0 without a read."""
+        with self._guard:
+            self._next.setdefault(task_id, 0)
+
     def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
-                    deliver: Deliver | None = None) -> int:
-        """Write the events (durably, before `deliver` gets the first one's index). Returns that index."""
+                    deliver: Deliver | None = None, *, step: Callable[[Session], Any] | None = None) -> int:
+        """Write the events (durably, before `deliver` gets the first one's index). Returns that index.
+        `step`: a write of the caller's committed in the same batch (`GroupCommit.insert`)."""
         with self.exclusive(task_id):
             idx = self._take(task_id, len(events))
-            self._write(task_id, [(idx, events)])
+            self._write(task_id, [(idx, events)], step)
             if deliver is not None:
                 deliver(idx)
             return idx
@@ -118,8 +124,13 @@ class EventLog:
 
     def append_in(self, session: Session, task_id: str, events: list[tuple[str, dict[str, Any]]]) -> int:
         """Write the events inside the caller's transaction (a task's end, with its status); returns the
-        first one's index. Call under `exclusive`, and `forget` the task once that transaction ended."""
-        idx = task_store.next_event_idx_in(session, task_id)
+        first one's index. Call under `exclusive`, and `forget` the task once that transaction ended. The index
+        is the one kept in memory (every event of the task went through this log); read from the log only when
+        it is not (a write failed, or this runs again after its batch failed: `_next` was dropped below)."""
+        with self._guard:
+            idx = self._next.get(task_id)
+        if idx is None:
+            idx = task_store.next_event_idx_in(session, task_id)
         task_store.insert_events_in(session, task_id, idx, events)
         with self._guard:  # an event that follows before `forget` (suggestions) reads its index from the log
             self._next.pop(task_id, None)
@@ -147,12 +158,13 @@ class EventLog:
         self._next[task_id] = idx + count
         return idx
 
-    def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]]) -> None:
+    def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]],
+               step: Callable[[Session], Any] | None = None) -> None:
         ts = now()
         rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
                 for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(_TASK_EVENTS, rows)
+            self.writer.insert(_TASK_EVENTS, rows, step=step)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again

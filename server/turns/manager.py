@@ -34,7 +34,7 @@ from modules.storage.task_meta import TaskMeta
 from server.sender import TaskEventSender, to_room
 from server.turns.context import TurnLoop, TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
-from server.turns.events import emit_pending_count, emit_user_messages, state_event
+from server.turns.events import emit_pending_count, state_event, user_message_events
 from server.turns.recovery import Recovery
 from server.turns.types import FAILED, STOPPED, Collect, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiter, TurnWaiters
@@ -133,7 +133,7 @@ class TurnManager:
             return None
         if not queue.has_queued_in(s, agent_id):
             return None
-        claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING)
+        claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING, read=agent)
         if claim is None:
             return None
         drained = collect(s, agent, task_id)
@@ -156,6 +156,7 @@ class TurnManager:
                     parent_id=agent.parent_id, from_user=from_user, drained=drained)
         sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
                                  conversation_id=agent.conversation_id, agent_id=agent.id)
+        rt.event_log.begin(task.id)  # created by this claim: its log is empty
         with self._lock:
             self._running[task.id] = _Live(turn, sender)
             self._by_agent[agent.id] = task.id
@@ -179,14 +180,18 @@ class TurnManager:
         rt = self._rt
         outcome = TurnOutcome(FAILED, CRASHED)
         try:
-            emit_user_messages(sender, turn.drained, TRIGGERED_NEW_TURN, turn.display_name)
-            self._emit_state_change(claim)
+            # The messages it starts on, the claim's `agent_state` and the status `running`: one wait for one
+            # group-commit batch, not three (under load each wait is a turn of the whole event loop).
+            stopped = turn.stopped()
+            sender.emit_many(
+                [e for msg in turn.drained for e in user_message_events(msg, TRIGGERED_NEW_TURN, turn.display_name)]
+                + [state_event(claim)],
+                step=None if stopped else lambda s: task_store.set_task_status_in(
+                    s, task_id, task_store.RUNNING, expected=(task_store.PENDING,)))
             emit_pending_count(rt, turn.conversation_id, turn.agent_id)
-            if turn.stopped():
+            if stopped:
                 outcome = TurnOutcome(STOPPED)
             else:
-                rt.event_log.writer.call(lambda s: task_store.set_task_status_in(  # shares a batch (group commit)
-                    s, task_id, task_store.RUNNING, expected=(task_store.PENDING,)))
                 rt.metrics.turns_started.inc()
                 with rt.tracing.span(f"invoke_agent {turn.display_name}", {
                         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": turn.display_name,

@@ -1,0 +1,189 @@
+"""The reads a routed message and a turn's end make, each once (issue 26): on the one core every stream shares,
+each statement costs about a millisecond of CPU under load, and every reply paid for these twice."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
+from sqlalchemy import event
+
+from modules.agents.profiles import MASTER_KIND
+from modules.event_catalogue import (
+    AgentStateEvent,
+    PendingCountEvent,
+    RouteEvent,
+    SuggestionsEvent,
+    TaskCompleteEvent,
+    UserMessageEvent,
+)
+from modules.multi_agent import agent_state
+from modules.multi_agent.active_agent import Active, FastPath
+from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.message_router import INJECTED_INLINE, TRIGGERED_NEW_TURN, PendingMessage, RouteResult
+from modules.statuses import MessageSource, Route
+from modules.storage import agents as agent_store
+from modules.storage import tasks as task_store
+from modules.storage import unrouted
+from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
+from modules.tracing import Tracing
+from modules.usage.budgets import Budgets
+from modules.usage.ledger import UsageLedger
+from server.api.request_models import SendMessageBody
+from server.chat_service import ChatService
+from server.routing_inbox import RoutingInbox
+from server.turns.end import _read_facts
+from server.turns.event_log import EventLog
+from server.turns.types import SUCCEEDED, TurnOutcome
+from server.turns.waiters import TurnWaiters
+from server.user_routing import FAST_PATH, RouteDecision, UserMessageRouting
+from test.unit.teams import conversation_with_sub_agent
+from test.unit.turn_doubles import Transport
+
+CONTINUES = SimpleNamespace(continues=True, reason="continuation")  # a verdict, as far as routing reads one
+
+
+@pytest.fixture
+def team(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    conv, master, sub, _manager = conversation_with_sub_agent(db)
+    yield SimpleNamespace(db=db, conv=conv, master=master, sub=sub)
+    db.dispose()
+
+
+@contextmanager
+def statements(db):
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
+class Calls:
+    """A stand-in that records its calls and answers `result`."""
+
+    def __init__(self, result=None):
+        self.calls: list[tuple] = []
+        self._result = result
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(args)
+        return self._result
+
+
+def test_routing_reads_the_active_record_once_and_no_question_while_no_agent_waits(team):
+    t = team
+    get, questions = Calls(Active(agent_id=t.master.id)), Calls([])
+    fast_path = Calls(FastPath(t.master.id, t.master, CONTINUES))
+    rt = SimpleNamespace(router=SimpleNamespace(waiting_for_user=lambda _ids: []),
+                         user_questions=SimpleNamespace(list=questions), active_agents=SimpleNamespace(get=get),
+                         fast_path=SimpleNamespace(decide=fast_path), signals=None)
+    agents = agent_store.list_agents(t.db, t.conv.id)
+
+    decision = UserMessageRouting(rt).decide(t.conv, agents, "ok", None)
+
+    assert (decision.route, decision.target.id) == (FAST_PATH, t.master.id)
+    assert len(get.calls) == 1 and questions.calls == []
+
+
+def test_a_question_is_looked_up_while_its_agent_waits(team):
+    t = team
+    with t.db.write() as s:
+        agent_store.set_state_in(s, t.sub.id, agent_store.reread_in(s, t.sub.id).version, agent_state.WAITING)
+    questions = Calls([])
+    rt = SimpleNamespace(router=SimpleNamespace(waiting_for_user=lambda _ids: []),
+                         user_questions=SimpleNamespace(list=questions),
+                         active_agents=SimpleNamespace(get=lambda _cid: Active(agent_id=t.master.id)),
+                         fast_path=SimpleNamespace(decide=Calls(FastPath(t.master.id, t.master, CONTINUES))))
+
+    UserMessageRouting(rt).decide(t.conv, agent_store.list_agents(t.db, t.conv.id), "ok", None)
+
+    assert questions.calls == [(t.conv.id,)]
+
+
+def test_a_transition_from_a_row_just_read_reads_it_no_second_time_and_a_stale_one_loses(team):
+    t = team
+    states = AgentStates(t.db)
+    with t.db.write() as s:
+        row = agent_store.lock_for_turn_in(s, t.master.id)
+        with statements(t.db) as seen:
+            change = states.transition_in(s, t.master.id, agent_state.RUNNING, read=row)
+    assert change is not None and [x.split()[0] for x in seen] == ["UPDATE"]
+    with t.db.write() as s:  # `row` is stale now: its version is the one before the change above
+        assert states.transition_in(s, t.master.id, agent_state.IDLE, force=True, read=row) is None
+
+
+def test_a_turns_end_reads_the_running_sub_agents_once(team):
+    t = team
+    running = Calls([])
+    rt = SimpleNamespace(sub_agents=SimpleNamespace(running=running),
+                         commands=SimpleNamespace(has_running=lambda _cid: False))
+    turn = SimpleNamespace(conversation_id=t.conv.id, kind=MASTER_KIND, parent_id=None)
+
+    facts = _read_facts(rt, turn, TurnOutcome(SUCCEEDED), TurnWaiters())
+
+    assert len(running.calls) == 1
+    assert facts.flags == {"has_running_sub_agents": False, "has_running_background_commands": False}
+
+
+def test_a_turns_end_events_take_the_index_kept_in_memory(team):
+    t = team
+    with t.db.write() as s:
+        task = task_store.create_task_in(s, conversation_id=t.conv.id, agent_id=t.master.id, task_type="chat")
+    log = EventLog(t.db)
+    log.begin(task.id)
+    log.append_many(task.id, [(UserMessageEvent.TYPE, {"n": 1}), (AgentStateEvent.TYPE, {"n": 2})])
+
+    with log.exclusive(task.id), t.db.write() as s, statements(t.db) as seen:
+        first = log.append_in(s, task.id, [(TaskCompleteEvent.TYPE, {})])
+
+    assert first == 2 and not [x for x in seen if "max(task_events.idx)" in x]
+    with log.exclusive(task.id), t.db.write() as s:  # after an end the index is read from the log again
+        assert log.append_in(s, task.id, [(SuggestionsEvent.TYPE, {})]) == 3
+
+
+@pytest.mark.parametrize(("delivery", "counted"), [(TRIGGERED_NEW_TURN, False), (INJECTED_INLINE, True)])
+def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that_turn(team, delivery, counted):
+    """The turn sends `pending_count` as it starts; the routing's own was a second read and a second send."""
+    t = team
+    transport = Transport()
+    decision = RouteDecision(Route.PIPELINE, t.master)
+    rt = SimpleNamespace(db=t.db, tracing=Tracing(), metrics=SimpleNamespace(routes=SimpleNamespace(
+        labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=transport,
+        router=SimpleNamespace(release=lambda _message: RouteResult(delivery, "task-1")),
+        active_agents=SimpleNamespace(set_active_agent=lambda *_a: None),
+        writer=SimpleNamespace(call=lambda _step: None))
+    inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: decision))
+    held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
+                              content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
+
+    inbox._route(held)
+
+    assert [e[0] for e in transport.events] == ([PendingCountEvent.TYPE] if counted else []) + [RouteEvent.TYPE]
+
+
+def test_a_send_without_a_client_message_id_looks_for_no_earlier_copy_and_tells_the_ledger_its_user(team):
+    t = team
+    stored = Calls(None)
+    ledger = UsageLedger(t.db, GroupCommit(t.db))
+    rt = SimpleNamespace(db=t.db, router=SimpleNamespace(stored=stored), budgets=Budgets(t.db, []), ledger=ledger,
+                         suggestions=SimpleNamespace(cancel=lambda _cid: None), writer=GroupCommit(t.db),
+                         spawn=lambda *_a: None, settings=SimpleNamespace(), rate_limiter=None)
+    service = ChatService(rt)
+
+    answer = service._deliver(t.conv.user_id, SendMessageBody(message="hi", conversation_id=t.conv.id), None)
+
+    assert stored.calls == [] and [m.content for m in unrouted.unrouted(t.db, t.conv.id)] == ["hi"]
+    assert answer.conversation_id == t.conv.id
+    with statements(t.db) as seen:
+        assert ledger.user_of(t.conv.id) == t.conv.user_id
+    assert seen == []

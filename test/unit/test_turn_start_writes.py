@@ -1,0 +1,159 @@
+"""A turn's start and the routing of a message, in as few waits and statements as their invariants allow
+(issue 26): under load each group-commit wait is a turn of the whole event loop, and each statement CPU on the
+one core every stream shares."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
+from sqlalchemy import event
+
+from modules.agents.profiles import load_profiles
+from modules.event_catalogue import AgentStateEvent, RouteEvent, UserMessageEvent
+from modules.multi_agent.agent_state import StateChange
+from modules.multi_agent.message_router import MessageRouter, PendingMessage, history_draft
+from modules.statuses import AgentState, MessageSource, Route
+from modules.storage import conversations, unrouted
+from modules.storage import messages as message_store
+from modules.storage import tasks as task_store
+from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
+from modules.storage.users import get_or_create_user
+from modules.tracing import Tracing
+from server.chat_flow_tool_loop import inject_runtime_user_message
+from server.routing_inbox import RoutingInbox
+from server.sender import TaskEventSender
+from server.turns.event_log import EventLog
+from server.turns.manager import TurnManager, _Live
+from server.turns.types import SUCCEEDED, Turn, TurnOutcome
+from test.unit.teams import TOOL_NAMES
+from test.unit.turn_doubles import Sender, Transport
+
+PROFILES = load_profiles(None, TOOL_NAMES)
+
+
+@pytest.fixture
+def chat(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
+    yield SimpleNamespace(db=db, conv=conv, master=master)
+    db.dispose()
+
+
+@contextmanager
+def statements(db):
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
+def user_message(c, content):
+    return PendingMessage.new(conversation_id=c.conv.id, target_agent_id=c.master.id, type="message",
+                              content=content, source_display_name="user",
+                              meta=MessageMeta(source=MessageSource.USER, route=Route.PIPELINE))
+
+
+def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_without_reading_its_log(chat):
+    """The messages it starts on (with their route), the claim's `agent_state` and the status `running`: one
+    group-commit batch, where there were three; the fresh task's log starts at 0 without a read."""
+    c = chat
+    writer = GroupCommit(c.db)
+    with c.db.write() as s:
+        task = task_store.create_task_in(s, conversation_id=c.conv.id, agent_id=c.master.id, task_type="chat",
+                                         owner="me")
+    [msg] = message_store.append_messages(c.db, c.conv.id, c.master.id,
+                                          [history_draft(user_message(c, "hi"), starts_work=True)])
+    at_run: list[tuple[int, str]] = []
+    rt = SimpleNamespace(db=c.db, event_log=EventLog(c.db, writer=writer), transport=Transport(), tracing=Tracing(),
+                         agent_states=SimpleNamespace(subscribe=lambda _listener: None),
+                         metrics=SimpleNamespace(turns_started=SimpleNamespace(inc=lambda: None)))
+    loop = SimpleNamespace(run=lambda _rt, turn, _sender: at_run.append(
+        (writer.batches, task_store.get_task(c.db, turn.task_id).status)) or TurnOutcome(SUCCEEDED), poll=None)
+    manager = TurnManager(rt, loop)
+    manager._finish = lambda *_args: None  # the end is server/turns/end.py's (test_turn_end.py)
+    turn = Turn(task_id=task.id, conversation_id=c.conv.id, agent_id=c.master.id, display_name="MasterAgent",
+                profile=PROFILES["MasterAgent"], from_user=True, drained=[msg])
+    manager._running[task.id] = _Live(turn, TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
+                                                            conversation_id=c.conv.id, agent_id=c.master.id))
+    rt.event_log.begin(task.id)
+    claim = StateChange(c.master.id, c.conv.id, "MasterAgent", AgentState.IDLE, AgentState.RUNNING)
+
+    with statements(c.db) as seen:
+        manager._run_chat_task(task.id, claim)
+
+    assert at_run == [(1, task_store.RUNNING)]
+    assert [e.type for e in task_store.list_events(c.db, task.id, 0)] == [
+        UserMessageEvent.TYPE, RouteEvent.TYPE, AgentStateEvent.TYPE]
+    assert not [s for s in seen if "max(task_events.idx)" in s]
+
+
+def test_a_turn_with_nothing_queued_takes_no_inline_batch_write(chat):
+    """The inline batch looks before it drains: a drain of an empty queue was a write batch's wait for nothing
+    (the claim drained the queue moments before the turn's first model call)."""
+    c = chat
+    rt = SimpleNamespace(db=c.db, router=MessageRouter(c.db))
+    turn = Turn(task_id="t1", conversation_id=c.conv.id, agent_id=c.master.id, display_name="MasterAgent",
+                profile=PROFILES["MasterAgent"])
+
+    with statements(c.db) as seen:
+        assert inject_runtime_user_message(rt, turn, Sender()) == 0
+
+    assert [s.split()[0] for s in seen] == ["SELECT"]
+
+
+class _Inbox(RoutingInbox):
+    """The inbox's worker with routing replaced by a record of what it routed (and what it held meanwhile)."""
+
+    def __init__(self, rt, meanwhile=()):
+        super().__init__(rt, routing=None)
+        self.routed: list[str] = []
+        self._meanwhile = list(meanwhile)
+
+    def _route(self, held):
+        with self._rt.db.write() as s:
+            unrouted.release_in(s, held.id, {"target_agent_id": held.target_agent_id, "type": held.type,
+                                             "question_id": None, "meta": held.meta.dump()})
+        self.routed.append(held.content)
+        if self._meanwhile:  # a send during the routing: stored, then kicked, as ChatService does
+            with self._rt.db.write() as s:
+                unrouted.store_in(s, self._meanwhile.pop(0).row_values())
+            self.kick(held.conversation_id)
+
+
+def _hold(c, content):
+    with c.db.write() as s:
+        unrouted.store_in(s, user_message(c, content).row_values())
+
+
+def test_the_routing_worker_reads_the_held_messages_once_when_no_send_came_meanwhile(chat, monkeypatch):
+    c = chat
+    reads = []
+    real = unrouted.unrouted
+    monkeypatch.setattr(unrouted, "unrouted", lambda db, cid: reads.append(cid) or real(db, cid))
+    inbox = _Inbox(SimpleNamespace(db=c.db, spawn=lambda fn, *args: fn(*args)))
+    _hold(c, "one")
+
+    inbox.kick(c.conv.id)
+
+    assert inbox.routed == ["one"] and reads == [c.conv.id]
+
+
+def test_a_message_sent_while_the_worker_routes_is_routed_by_the_same_worker(chat):
+    c = chat
+    inbox = _Inbox(SimpleNamespace(db=c.db, spawn=lambda fn, *args: fn(*args)), meanwhile=[user_message(c, "two")])
+    _hold(c, "one")
+
+    inbox.kick(c.conv.id)
+
+    assert inbox.routed == ["one", "two"]
