@@ -77,7 +77,7 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     proc = subprocess.Popen(["node", str(DRIVER), json.dumps(config)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     meter = cpu.CpuMeter(lambda: {**target.components(), "driver (node)": [proc.pid],
-                                  "model server (bench process)": [os.getpid()]})
+                                  "model server (bench process)": [os.getpid()]}, target.counters)
     window = [w for w in (meter, sampler) if w is not None]
     timer = threading.Timer(args.soak_s + args.stream_timeout_s + 900, proc.kill)
     timer.start()
@@ -105,7 +105,7 @@ def drive(args: argparse.Namespace, target: load_targets.Target, llm: ScriptedLL
     print(f"driver wall time {time.monotonic() - started:.1f} s")
     result = json.loads(line[len("RESULT "):])
     if "run" in result:
-        result["cpu"] = meter.use(result["run"]["completed"])
+        result["cpu"] = meter.use(result["run"]["completed"], result["run"]["events"])
     return result
 
 
@@ -164,16 +164,21 @@ def run(args: argparse.Namespace) -> int:
                 done = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=False)
                 return report_soak(done[1]) if done else 1
             if args.processes:
-                runs, uses = [], []
-                for n in sorted({1, args.processes}):
-                    done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}", n, env), goals=False,
-                               profile=args.profile)
-                    if done is None:
-                        return 1
-                    runs.append(summary(done[0], args, done[1]))
-                    uses.append((done[0], done[1]["cpu"]))
-                compare_processes(runs)
-                print(cpu.report([(label, use) for label, use in uses if use is not None]))
+                rounds = []
+                for r in range(1, args.rounds + 1):  # 1 then N, again: the machine's other work drifts meanwhile
+                    runs, uses = [], []
+                    print(f"\nthe machine now: {args.processes} CPU-bound Python processes at once do "
+                          f"{cpu.machine_scaling(args.processes):.2f}x the work of one (the cores' own ceiling)")
+                    for n in sorted({1, args.processes}):
+                        done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}-{r}", n, env),
+                                   goals=False, profile=args.profile)
+                        if done is None:
+                            return 1
+                        runs.append(summary(done[0], args, done[1]))
+                        uses.append((done[0], done[1]["cpu"]))
+                    print(cpu.report([(label, use) for label, use in uses if use is not None]))
+                    rounds.append(runs)
+                compare_processes(rounds)
                 return 0
             relay = one(load_targets.relay(llm.base_url, tmp / "relay"), goals=False)
             product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True,
@@ -208,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak-s", type=float, default=0, help="repeat waves of streams for this long (0: once)")
     parser.add_argument("--processes", type=int, default=0,
                         help="N: the product on PostgreSQL behind nginx with 1, then N processes (deploy/)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --processes: measure 1 then N processes this many times, interleaved (1)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
     parser.add_argument("--quick", action="store_true", help="200 idle, 20 streams")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")

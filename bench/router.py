@@ -23,7 +23,8 @@ database) and sender count:
   b+s+e: the BEGINs, statements and COMMITs or ROLLBACKs among them (per message).
 
 - cpu us/msg: this process's CPU time (user + system) per routed message, over the run (the database
-  server's own CPU is not in it; SQLite's is);
+  server's own CPU is not in it; SQLite's is); pg us/msg: the CPU time of PostgreSQL's backends for the run's
+  database per routed message (bench/routing/server_cpu.py): the server shares the machine's cores;
 - load: the 1-minute load average as the scenario ends (the machine is shared).
 
 Every run checks each message is delivered exactly once, in order per sender. It composes the
@@ -61,8 +62,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/router.py` puts bench/ first, not the project
     sys.path.insert(0, str(ROOT))
 
+from sqlalchemy import make_url  # noqa: E402
+
 from bench.routing.clock import DbClock  # noqa: E402
 from bench.routing.round_trips import RoundTrips  # noqa: E402
+from bench.routing.server_cpu import ServerCpu  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.context.history_tail import HistoryTail  # noqa: E402
 from modules.multi_agent import agent_state  # noqa: E402
@@ -104,6 +108,7 @@ class Result:
     cpu_s: float
     load: float
     trips: tuple[int, int, int] | None  # round trips to PostgreSQL: begins, statements, ends (None on SQLite)
+    server_cpu_s: float | None  # PostgreSQL's backends (None on SQLite)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -118,7 +123,15 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def run_scenario(db: Database, clock: DbClock, trips: RoundTrips | None, backend: str, senders: int,
+@dataclass
+class PgProbes:
+    """What PostgreSQL is counted with: round trips and its backends' CPU time."""
+
+    trips: RoundTrips
+    cpu: ServerCpu
+
+
+def run_scenario(db: Database, clock: DbClock, pg: PgProbes | None, backend: str, senders: int,
                  per_sender: int, model_s: float) -> Result:
     states = AgentStates(db)
     router = MessageRouter(db)
@@ -139,8 +152,9 @@ def run_scenario(db: Database, clock: DbClock, trips: RoundTrips | None, backend
     lock = threading.Lock()
     barrier = threading.Barrier(senders + 1)
     clock.reset()
-    if trips is not None:
-        trips.reset()
+    if pg is not None:
+        pg.trips.reset()
+        pg.cpu.start()
 
     def sender(agent) -> None:
         clock.role("send")
@@ -190,7 +204,8 @@ def run_scenario(db: Database, clock: DbClock, trips: RoundTrips | None, backend
     for t in threads:
         t.join(RUN_DEADLINE_S + 10)
     cpu_s = time.process_time() - cpu_start
-    trip_count = None if trips is None else (trips.begins, trips.statements, trips.ends)
+    trips = None if pg is None else (pg.trips.begins, pg.trips.statements, pg.trips.ends)
+    server_cpu_s = None if pg is None else pg.cpu.seconds()
     if any(t.is_alive() for t in threads) or len(visible_at) < total:
         errors.append(f"only {len(visible_at)} of {total} messages became visible in time")
 
@@ -212,7 +227,7 @@ def run_scenario(db: Database, clock: DbClock, trips: RoundTrips | None, backend
     return Result(backend, senders, total, last - first, latencies, send_ms, busy["send"], busy["recv"],
                   dict(clock.layer), dict(clock.sql), dict(clock.commit), dict(clock.ping),
                   clock.statements["send"] + clock.statements["recv"], clock.commits["send"] + clock.commits["recv"],
-                  drains, cpu_s, os.getloadavg()[0], trip_count, errors)
+                  drains, cpu_s, os.getloadavg()[0], trips, server_cpu_s, errors)
 
 
 # -- databases -------------------------------------------------------------------------
@@ -259,7 +274,8 @@ def postgres_available() -> str | None:
 # -- the table ---------------------------------------------------------------------------
 HEADER = (f"{'database':<11}{'senders':>8}{'msgs':>7}{'msgs/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'send p50':>10}{'db% send':>10}{'db% recv':>10}{'sql%':>7}{'commit%':>9}{'ping%':>7}{'stmts/msg':>11}"
-          f"{'txn/msg':>9}{'trips/msg':>10}{'b+s+e':>16}{'drains':>8}{'cpu us/msg':>11}{'load':>6}  check")
+          f"{'txn/msg':>9}{'trips/msg':>10}{'b+s+e':>16}{'drains':>8}{'cpu us/msg':>11}{'pg us/msg':>10}{'load':>6}"
+          "  check")
 
 
 def row(r: Result) -> str:
@@ -273,12 +289,13 @@ def row(r: Result) -> str:
     if r.trips is not None:
         per_msg = f"{sum(r.trips) / r.messages:>10.2f}"
         parts = f"{'+'.join(f'{n / r.messages:.2f}' for n in r.trips):>16}"
+    server = f"{r.server_cpu_s / r.messages * 1e6:>10.0f}" if r.server_cpu_s is not None else f"{'-':>10}"
     check = "ok" if not r.errors else "FAIL: " + "; ".join(sorted(set(r.errors))[:3])
     return (f"{r.backend:<11}{r.senders:>8}{r.messages:>7}{r.rate:>9.0f}{_pct(r.latencies_ms, 50):>9.1f}"
             f"{_pct(r.latencies_ms, 99):>9.1f}{statistics.median(r.send_ms):>10.2f}{send_db:>10.0%}"
             f"{recv_db:>10.0%}{sql:>7.0%}{commit:>9.0%}{ping:>7.0%}{r.statements / r.messages:>11.1f}"
             f"{r.commits / r.messages:>9.2f}{per_msg}{parts}{r.drains:>8}{r.cpu_s / r.messages * 1e6:>11.0f}"
-            f"{r.load:>6.1f}  {check}")
+            f"{server}{r.load:>6.1f}  {check}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,9 +328,11 @@ def main(argv: list[str] | None = None) -> int:
             with database(backend, Path(tmp)) as db:
                 clock = DbClock()
                 clock.attach(db)
-                trips = RoundTrips(db.engine) if backend == "postgresql" else None
+                pg = None
+                if backend == "postgresql":
+                    pg = PgProbes(RoundTrips(db.engine), ServerCpu(PG_ADMIN, make_url(db.url).database or ""))
                 for senders in args.senders:
-                    result = run_scenario(db, clock, trips, backend, senders, max(1, total // senders),
+                    result = run_scenario(db, clock, pg, backend, senders, max(1, total // senders),
                                           args.model_ms / 1000)
                     failed |= bool(result.errors)
                     print(row(result), flush=True)

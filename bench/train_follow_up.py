@@ -11,9 +11,11 @@ CrossWOZ, MultiWOZ and SGD are not in the repository at all.
 
 Each user turn after the first is one example: its features against the previous turn's agent (its last reply, its
 domain view), label 1 when it goes on with that agent. A logistic regression (L2, AdaGrad, fixed order and seed: the
-same file each run) is fitted; per language and per tie of the rules' verdict (`follow_up.Tie`: an answer to the
-last reply, a reference back, no tie, a new request, another agent's shared term), the thresholds are those that take
-the most follow-ups while at most `--max-misroutes` of each set's topic switches go to the previous agent.
+same file each run) is fitted; per language, the two thresholds are those that take the most follow-ups while at
+most `--max-misroutes` of each set's topic switches go to the previous agent.
+
+`--predict` also estimates each set's figures on dialogues the thresholds were not chosen on (`out_of_sample`): a
+choice is optimistic on the sample it was made on, and the held-out halves are for scoring, not for choosing.
 
 Run: `.venv/bin/python bench/train_follow_up.py` (about 2 minutes); `--check` compares with the shipped file.
 """
@@ -38,17 +40,17 @@ from bench.fastpath.woz import CROSSWOZ, MULTIWOZ, SGD  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
 from modules.multi_agent.fast_path import RoutingSignals, load_routing_signals  # noqa: E402
-from modules.multi_agent.follow_up import Tie, judge  # noqa: E402
+from modules.multi_agent.follow_up import judge  # noqa: E402
 from modules.multi_agent.follow_up_features import features  # noqa: E402
-from modules.multi_agent.follow_up_model import LANGUAGES, TIES, WEIGHTS, is_final  # noqa: E402
+from modules.multi_agent.follow_up_model import WEIGHTS, is_final  # noqa: E402
 from modules.tools.agent_tools import AGENT_TOOLS  # noqa: E402
 from modules.tools.run_command import RUN_COMMAND  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 EPOCHS, RATE, L2, MIN_COUNT, PRUNE, SWITCH_WEIGHT = 6, 0.2, 1e-3, 2, 0.005, 5.0
-MAX_PROMOTED_SWITCHES = 0.005  # of what the model takes from the rules' "undecided", all tune sets of a language
-# together (one switch in a small set's few takes is no rate): it must not guess
-GRID = (0.01, 0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.998, 0.999, 1.01)  # 1.01: never
+MAX_PROMOTED_SWITCHES = 0.005  # of the messages the model takes from the rules' "undecided": it must not guess
+PREDICT_SPLITS = 6  # random halvings of the tune sets for `--predict`
+GRID = [i / 100 for i in range(1, 100)] + [i / 1000 for i in range(991, 1000)] + [0.9995, 1.0]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,6 @@ class Example:
     label: int
     rules_continue: bool
     final: bool  # a rules' verdict no model overrides
-    tie: Tie  # what the rules' verdict rests on: each has its threshold
 
 
 def team(profiles: Path | None, signals: RoutingSignals, use_keywords: bool) -> TeamVocabulary:
@@ -79,7 +80,7 @@ def examples(dialogues: list[list[Turn]], signals: RoutingSignals, vocabulary: T
             rules = judge(signals, turn.user, previous.reply, view)
             names = features(signals, turn.user, previous.reply, view, rules)
             out.append(Example(tag, f"{tag}:{turn.dialogue}", turn.lang, tuple(names), int(turn.cont),
-                               rules.continues, is_final(rules, names), rules.tie))
+                               rules.continues, is_final(rules, names)))
     return out
 
 
@@ -142,67 +143,82 @@ def probability(weights: dict[str, float], names: tuple[str, ...]) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
-@dataclass
-class _Tally:
-    """One tune set's counts: per tie and grid value, follow-ups and switches with p at or above it; and those the
-    final verdicts let through, which no threshold changes."""
-
-    follow_ups: dict[Tie, list[int]]
-    switches: dict[Tie, list[int]]
-    final_hits: int
-    final_misroutes: int
-    all_follow_ups: int
-    all_switches: int
-
-
-def _tally(part: list[tuple[Example, float]]) -> _Tally:
-    follow_ups = {t: [0] * len(GRID) for t in TIES}
-    switches = {t: [0] * len(GRID) for t in TIES}
-    for e, p in part:
-        if not e.final:
-            for i, t in enumerate(GRID):
-                if p >= t:
-                    (follow_ups if e.label else switches)[e.tie][i] += 1
-    return _Tally(follow_ups, switches, sum(1 for e, _ in part if e.final and e.rules_continue and e.label),
-                  sum(1 for e, _ in part if e.final and e.rules_continue and not e.label),
-                  sum(e.label for e, _ in part), sum(1 - e.label for e, _ in part))
+def _counts(part: list[tuple[Example, float]]) -> dict[str, list[int]]:
+    """Per grid value t: follow-ups / switches the rules let through with p >= t (`keep*`), those they leave
+    undecided with p >= t (`take*`); and those the final verdicts let through (`final*`, one value)."""
+    out: dict[str, list[int]] = {}
+    for group, rules_continue in (("keep", True), ("take", False)):
+        inside = [(e.label, p) for e, p in part if not e.final and e.rules_continue == rules_continue]
+        out[f"{group}1"] = [sum(1 for y, p in inside if y and p >= t) for t in GRID]
+        out[f"{group}0"] = [sum(1 for y, p in inside if not y and p >= t) for t in GRID]
+    out["final1"] = [sum(1 for e, _ in part if e.final and e.rules_continue and e.label)]
+    out["final0"] = [sum(1 for e, _ in part if e.final and e.rules_continue and not e.label)]
+    out["all1"] = [sum(1 for e, _ in part if e.label)]
+    out["all0"] = [sum(1 for e, _ in part if not e.label)]
+    return out
 
 
-def thresholds(data: list[Example], probs: list[float], max_misroutes: float) -> tuple[dict[Tie, float], str]:
-    """The threshold per tie that takes the most follow-ups with each tune set's misroutes within the bound and at
-    most MAX_PROMOTED_SWITCHES of what is taken from the rules' "undecided" a switch, over all the sets: an exhaustive
-    search over GRID, pruned (a threshold that raises a set's misroutes over the bound or cannot beat the best is not
-    followed); of equal hits, the higher thresholds."""
+def thresholds(data: list[Example], probs: list[float], max_misroutes: float) -> tuple[float, float, str]:
+    """The (keep, take) pair that takes the most follow-ups with each tune set's misroutes within the bound."""
     groups = sorted({e.group for e in data})
-    tallies = [_tally([(e, p) for e, p in zip(data, probs, strict=True) if e.group == g]) for g in groups]
-    undecided = {e.tie for e in data if not e.rules_continue and not e.final}
-    bounds = [max_misroutes * t.all_switches for t in tallies]
-    best_hits, best = -1, (len(GRID) - 1,) * len(TIES)
+    counts = {g: _counts([(e, p) for e, p in zip(data, probs, strict=True) if e.group == g]) for g in groups}
+    best: tuple[int, float, float, str] = (-1, 1.0, 1.0, "")
+    for i, keep in enumerate(GRID):
+        for j, take in enumerate(GRID):
+            if take < keep:
+                continue
+            hits, summary, ok = 0, [], True
+            for g in groups:
+                c = counts[g]
+                h = c["keep1"][i] + c["take1"][j] + c["final1"][0]
+                m = c["keep0"][i] + c["take0"][j] + c["final0"][0]
+                promoted = c["take0"][j] + c["take1"][j]
+                ok = ok and m <= max_misroutes * c["all0"][0] and c["take0"][j] <= MAX_PROMOTED_SWITCHES * promoted
+                hits += h
+                summary.append(f"{g}: {h}/{c['all1'][0]} follow-ups, {m}/{c['all0'][0]} switches taken")
+            if ok and hits > best[0]:
+                best = (hits, keep, take, "; ".join(summary))
+    return best[1], best[2], best[3]
 
-    def search(k: int, chosen: tuple[int, ...], misroutes: list[int], hits: int) -> None:
-        nonlocal best_hits, best
-        if hits + sum(t.follow_ups[tie][0] for t in tallies for tie in TIES[k:]) <= best_hits:
-            return
-        if k == len(TIES):
-            taken = [(t.switches[tie][i], t.follow_ups[tie][i]) for t in tallies
-                     for tie, i in zip(TIES, chosen, strict=True) if tie in undecided]
-            if sum(s for s, _ in taken) <= MAX_PROMOTED_SWITCHES * sum(s + f for s, f in taken):
-                best_hits, best = hits, chosen
-            return
-        tie = TIES[k]
-        for i in reversed(range(len(GRID))):  # from "never" down: of equal hits, the higher threshold
-            more = [m + t.switches[tie][i] for m, t in zip(misroutes, tallies, strict=True)]
-            if any(m > b for m, b in zip(more, bounds, strict=True)):
-                break  # a lower threshold takes as many switches or more
-            search(k + 1, (*chosen, i), more, hits + sum(t.follow_ups[tie][i] for t in tallies))
 
-    search(0, (), [t.final_misroutes for t in tallies], sum(t.final_hits for t in tallies))
-    chosen, summary = best, []
-    for g, t in zip(groups, tallies, strict=True):
-        h = t.final_hits + sum(t.follow_ups[tie][i] for tie, i in zip(TIES, chosen, strict=True))
-        m = t.final_misroutes + sum(t.switches[tie][i] for tie, i in zip(TIES, chosen, strict=True))
-        summary.append(f"{g}: {h}/{t.all_follow_ups} follow-ups, {m}/{t.all_switches} switches taken")
-    return {tie: GRID[i] for tie, i in zip(TIES, chosen, strict=True)}, "; ".join(summary)
+@dataclass
+class Estimate:
+    """One set's counts on the halves the thresholds were not chosen on."""
+
+    hits: int = 0
+    follow_ups: int = 0
+    misroutes: int = 0
+    switches: int = 0
+
+    def __str__(self) -> str:
+        return (f"{100 * self.hits / max(1, self.follow_ups):.1f}% of follow-ups, "
+                f"{100 * self.misroutes / max(1, self.switches):.2f}% of switches taken")
+
+
+def out_of_sample(part: list[tuple[Example, float]], max_misroutes: float,
+                  splits: int = PREDICT_SPLITS) -> dict[str, Estimate]:
+    """What thresholds chosen as `thresholds` chooses them do on dialogues they were not chosen on: in each of
+    `splits` random halvings by dialogue (fixed seeds), each half chooses and the other is counted. A choice is
+    optimistic on its own sample (its bound is met by the switches that sample happens to hold); this estimate is
+    what to choose with, instead of looking at the held-out halves."""
+    dialogues = sorted({e.dialogue for e, _ in part})
+    out: dict[str, Estimate] = {}
+    for seed in range(splits):
+        order = list(dialogues)
+        random.Random(seed).shuffle(order)
+        half = {d: i % 2 for i, d in enumerate(order)}
+        for side in (0, 1):
+            chosen = [(e, p) for e, p in part if half[e.dialogue] == side]
+            keep, take, _ = thresholds([e for e, _ in chosen], [p for _, p in chosen], max_misroutes)
+            for e, p in part:
+                if half[e.dialogue] != side:
+                    taken = e.rules_continue if e.final else p >= (keep if e.rules_continue else take)
+                    est = out.setdefault(e.group, Estimate())
+                    est.hits += int(taken and e.label == 1)
+                    est.follow_ups += e.label
+                    est.misroutes += int(taken and e.label == 0)
+                    est.switches += 1 - e.label
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-misroutes", type=float, default=0.02, help="bound per tune set (0.02: the goal)")
     p.add_argument("--out", type=Path, default=WEIGHTS)
     p.add_argument("--check", action="store_true", help="fail when the shipped weights differ from a new fit")
+    p.add_argument("--predict", action="store_true",
+                   help="also estimate each set's figures on dialogues the thresholds were not chosen on")
     args = p.parse_args(argv)
     signals = load_routing_signals(None)
     data, tune = fit_set(signals), tune_set(signals)
@@ -219,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     scored = [(e, p) for e, p in zip(data, held, strict=True) if e.group != "sgd"]  # SGD has its own dev split
     scored += [(e, probability(weights, e.names)) for e in tune]
     chosen = {}
-    for lang in LANGUAGES:
+    for lang in ("en", "zh"):
         part = [(e, p) for e, p in scored if e.lang == lang]
-        by_tie, summary = thresholds([e for e, _ in part], [p for _, p in part], args.max_misroutes)
-        print(f"{lang}: thresholds {', '.join(f'{t} {v:g}' for t, v in by_tie.items())}; {summary}")
-        chosen[lang] = {str(t): v for t, v in by_tie.items()}
+        keep, take, summary = thresholds([e for e, _ in part], [p for _, p in part], args.max_misroutes)
+        print(f"{lang}: thresholds keep {keep:.3f}, take {take:.3f}; {summary}")
+        chosen[lang] = {"keep": keep, "take": take}
+        if args.predict:
+            estimates = out_of_sample(part, args.max_misroutes)
+            print(f"{lang}, chosen on one half of random halvings, counted on the other ({PREDICT_SPLITS} halvings): "
+                  + "; ".join(f"{g}: {est}" for g, est in sorted(estimates.items())))
     model = {"about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py",
              "thresholds": chosen, "weights": weights}
     text = json.dumps(model, ensure_ascii=False, indent=0, sort_keys=True) + "\n"

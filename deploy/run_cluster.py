@@ -7,7 +7,8 @@ starts `run.py` on ports 8081..8080+N (the first alone, so it alone runs the mig
 then nginx on 8080 with deploy/nginx.conf (sticky sessions, WebSocket upgrade), and runs until Ctrl-C or
 SIGTERM, which stop nginx and every process. Flask-SocketIO's own advice is one process per CPU. The
 processes share one PostgreSQL or MySQL database and one Redis (the Socket.IO message queue and the peer
-signals): SQLite is for one process, so it is refused here. nginx is Debian's package: installed here when
+signals): SQLite is for one process, so it is refused here. The processes share `--db-connections` (80 of
+PostgreSQL's default 100): each keeps its part open (`pool_settings`). nginx is Debian's package: installed here when
 this runs as root, else the command to run is printed.
 """
 
@@ -30,6 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf"
 NGINX_INSTALL = "apt-get install -y nginx"
 START_TIMEOUT_S = 60
+DB_CONNECTIONS = 80  # all processes together; PostgreSQL's default max_connections is 100
+
+
+def pool_settings(db_connections: int, processes: int) -> dict[str, str]:
+    """Each process's database pool: its share of `db_connections`, kept open. A process's own default (a
+    pool of 20 that may open 20 more) closes each connection beyond 20 when it comes back, so under load it
+    opened about three PostgreSQL connections per stream (a backend forked, a login) and N processes at once
+    could pass max_connections. Beside the pool: one overflow connection (the setting must be positive) and
+    the heartbeat's own."""
+    return {"DB_POOL_SIZE": str(max(1, db_connections // processes - 2)), "DB_POOL_OVERFLOW": "1"}
 
 
 class ClusterError(RuntimeError):
@@ -84,6 +95,7 @@ class Cluster:
     backend_ports: list[int]
     env: dict[str, str] = field(default_factory=dict)  # added to each server's environment
     per_client_connections: int = 128  # nginx's cap per client address (the servers see only nginx's)
+    db_connections: int = DB_CONNECTIONS  # the database connections all processes may hold together
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chat-cluster-")))
     servers: list[subprocess.Popen] = field(default_factory=list)
     nginx: subprocess.Popen | None = None
@@ -127,13 +139,19 @@ class Cluster:
         return log
 
     def _start_server(self, k: int, port: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--port", str(port)], cwd=ROOT,
+                                env=self.server_env(), stdout=self._log(f"server-{k + 1}"), stderr=subprocess.STDOUT)
+
+    def server_env(self) -> dict[str, str]:
+        """Each server's environment: this one's, the cluster's settings, and `env` over them."""
         env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, **self.env}
         env.pop("PORT", None)
         env.setdefault("DATA_DIR", str(self.run_dir / "data"))  # one machine: the workspaces are shared too
         # Every connection comes from nginx's address: nginx caps each client (limit_conn), not the servers.
         env.setdefault("CLIENT_MAX_CONNECTIONS", "65536")
-        return subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=self._log(f"server-{k + 1}"), stderr=subprocess.STDOUT)
+        for key, value in pool_settings(self.db_connections, len(self.backend_ports)).items():
+            env.setdefault(key, value)  # the operator's own settings win
+        return env
 
     def stop(self) -> None:
         for proc in ([self.nginx] if self.nginx else []) + self.servers:
@@ -172,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""))
     parser.add_argument("--per-client-connections", type=int, default=128,
                         help="connections one client address may hold through nginx (429 beyond)")
+    parser.add_argument("--db-connections", type=int, default=DB_CONNECTIONS,
+                        help="database connections all processes hold together (under its max_connections)")
     args = parser.parse_args(argv)
     if not args.database_url or not args.redis_url:
         print("set DATABASE_URL (PostgreSQL or MySQL) and REDIS_URL, or pass --database-url and --redis-url",
@@ -180,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     cluster = Cluster(args.database_url, args.redis_url, args.port,
                       [args.port + 1 + k for k in range(max(1, args.processes))],
-                      per_client_connections=args.per_client_connections)
+                      per_client_connections=args.per_client_connections, db_connections=args.db_connections)
     try:
         cluster.start()
         print(f"{len(cluster.servers)} processes behind nginx at {cluster.url} (logs in {cluster.run_dir}); "

@@ -18,6 +18,7 @@ A message in python-socketio's own format (one JSON object) is still understood.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from typing import Any
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 HEAD = b"batch:"  # b"batch:<sender's host id>:<JSON list of python-socketio queue messages>"
 BATCH_MAX = 256  # emits per Redis message: a bound on one message's size
+OUTBOX_MAX = 50_000  # emits waiting for a Redis that hangs: beyond, they are dropped (the event logs keep them)
 
 
 class BatchedRedisManager(socketio.RedisManager):  # type: ignore[misc]  # python-socketio ships no type information
@@ -37,6 +39,7 @@ class BatchedRedisManager(socketio.RedisManager):  # type: ignore[misc]  # pytho
         self._own_head = HEAD + self.host_id.encode() + b":"
         self._outbox: Any = None
         self._starting = threading.Lock()
+        self._dropping = False
 
     def _publish(self, data: dict[str, Any]) -> None:
         """Queued for the publishing task (python-socketio calls this after handling the emit here). The task
@@ -45,10 +48,17 @@ class BatchedRedisManager(socketio.RedisManager):  # type: ignore[misc]  # pytho
         if self._outbox is None:
             with self._starting:
                 if self._outbox is None:
-                    outbox = self.server.eio.create_queue()
+                    outbox = self.server.eio.create_queue(OUTBOX_MAX)
                     self.server.start_background_task(self._publish_forever, outbox)
                     self._outbox = outbox
-        self._outbox.put(data)
+        try:
+            self._outbox.put_nowait(data)
+            self._dropping = False
+        except queue.Full:  # eventlet's Full is the standard library's
+            if not self._dropping:
+                log.error("Redis has not taken the last %d Socket.IO messages; dropping new ones until it does "
+                          "(clients of other processes read them from the event logs)", OUTBOX_MAX)
+            self._dropping = True
 
     def _publish_forever(self, outbox: Any) -> None:
         while True:

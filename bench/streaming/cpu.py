@@ -2,10 +2,11 @@
 
 Streams per second only mean throughput when something is saturated, and on a 2-core machine the
 servers share the cores with the driver, the scripted model, PostgreSQL, Redis and nginx. So each run
-reads every component's utime + stime (/proc/<pid>/stat) at the send and at the end of the streams, and
-the machine's own busy and idle time (/proc/stat), and prints them next to the streams per second. The
-servers' CPU per stream (streams per server-CPU-second) isolates how the product itself scales; the CPU
-per stream of everything together says how many streams per second the cores could carry at most.
+reads every component's utime + stime (/proc/<pid>/stat, with its reaped children's) at the send and at
+the end of the streams, and the machine's busy and idle time (/proc/stat), and prints them next to the
+streams per second. The servers' CPU per stream (streams per server-CPU-second) isolates how the product
+itself scales; the CPU per stream of everything together says how many streams per second the cores could
+carry at most.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ SERVER = "server"  # components whose label starts with this are the product's p
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
-    """(utime + stime, start time) in ticks, or None when the process is gone."""
+    """(utime + stime of the process and of its children it has reaped, start time) in ticks, or None when the
+    process is gone. The reaped children count: a PostgreSQL backend that a pool closed within the window is
+    gone by its end, and its CPU with it, but the postmaster has reaped it."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after the command, which may hold spaces
-    return int(fields[11]) + int(fields[12]), int(fields[19])
+    return sum(int(v) for v in fields[11:15]), int(fields[19])
 
 
 def _processes() -> list[tuple[int, int, str, str]]:
@@ -68,6 +71,21 @@ def postgres(database: str) -> dict[str, list[int]]:
     return {"postgresql backends": backends, "postgresql shared": shared}
 
 
+def postgres_counts(database: str) -> dict[str, int]:
+    """Connections opened to `database` so far, and its transactions (pg_stat_database): a pool that opens and
+    closes its overflow connections under load costs a backend's fork and a login each time, and a group commit
+    shared by fewer writers (a process holds fewer of the streams) costs more transactions per stream."""
+    import psycopg
+
+    from test.db_urls import PG_ADMIN
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        row = conn.execute("SELECT sessions, xact_commit, xact_rollback FROM pg_stat_database WHERE datname = %s",
+                           (database,)).fetchone() or (0, 0, 0)
+    return {"postgresql connections opened": int(row[0]), "postgresql commits": int(row[1]),
+            "postgresql rollbacks": int(row[2])}
+
+
 def redis_server() -> dict[str, list[int]]:
     return {"redis": [pid for pid, _, comm, _ in _processes() if comm == "redis-server"]}
 
@@ -94,6 +112,8 @@ class CpuUse:
     machine_busy_s: float
     machine_steal_s: float
     streams: int
+    events: int = 0  # delivered to the clients: fewer per stream when a loaded server coalesces more chunks
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)  # other counters over the window
 
     @property
     def servers_s(self) -> float:
@@ -114,8 +134,11 @@ class CpuMeter:
     """Reads the components' CPU ticks at `start()` and at `stop()`; `components()` names them (resolved at
     both ends: a process that starts in the window counts from zero, one that ends in it is lost)."""
 
-    def __init__(self, components: Callable[[], dict[str, list[int]]]):
+    def __init__(self, components: Callable[[], dict[str, list[int]]],
+                 counters: Callable[[], dict[str, int]] = dict):
         self._components = components
+        self._counters = counters
+        self._counts: dict[str, int] = {}
         self._before: dict[int, tuple[int, int]] = {}
         self._machine: Machine | None = None
         self._started = 0.0
@@ -126,6 +149,7 @@ class CpuMeter:
             return
         self._started = time.monotonic()
         self._machine = machine()
+        self._counts = self._counters()
         self._before = {pid: got for pids in self._components().values() for pid in pids
                         if (got := _stat(pid)) is not None}
 
@@ -145,12 +169,14 @@ class CpuMeter:
                 ticks += now[0] - (before[0] if before and before[1] == now[1] else 0)
             seconds[name] = ticks / TICKS
         end = machine()
+        counts = {name: n - self._counts.get(name, 0) for name, n in self._counters().items()}
         self._use = CpuUse(wall, seconds, (end.busy - self._machine.busy) / TICKS,
-                           (end.steal - self._machine.steal) / TICKS, 0)
+                           (end.steal - self._machine.steal) / TICKS, 0, counts=counts)
 
-    def use(self, streams: int) -> CpuUse | None:
-        """The window's figures with the streams it completed; None when it never started or ended."""
-        return None if self._use is None else dataclasses.replace(self._use, streams=streams)
+    def use(self, streams: int, events: int) -> CpuUse | None:
+        """The window's figures with the streams it completed and the events it delivered; None when it never
+        started or ended."""
+        return None if self._use is None else dataclasses.replace(self._use, streams=streams, events=events)
 
 
 def report(runs: list[tuple[str, CpuUse]]) -> str:
@@ -178,6 +204,9 @@ def report(runs: list[tuple[str, CpuUse]]) -> str:
     row("streams per server-CPU-s", [f"{u.streams / u.servers_s:.2f}" if u.servers_s else "-" for _, u in runs])
     row("server CPU s per stream", [f"{u.servers_s / u.streams * 1000:.0f} ms" if u.streams else "-" for _, u in runs])
     row("rest CPU s per stream", [f"{u.rest_s / u.streams * 1000:.0f} ms" if u.streams else "-" for _, u in runs])
+    row("events delivered per stream", [f"{u.events / u.streams:.1f}" if u.streams else "-" for _, u in runs])
+    for name in dict.fromkeys(n for _, use in runs for n in use.counts):
+        row(name, [str(u.counts[name]) if name in u.counts else "-" for _, u in runs])
     lines += ceilings(runs)
     return "\n".join(lines)
 
@@ -203,4 +232,35 @@ def ceilings(runs: list[tuple[str, CpuUse]]) -> list[str]:
         efficiency = (u.streams / u.servers_s) / (one.streams / one.servers_s)
         out.append(f"  {label}: streams per server-CPU-second {efficiency:.2f}x one process's (the product's own "
                    "scaling, whatever the cores left to it)")
+        out.append(f"  {label}: on all {CORES} cores with no other work, these CPU costs per stream allow "
+                   f"{_idle_ceiling(u):.1f} streams/s against one process's {_idle_ceiling(one):.1f}: at most "
+                   f"{_idle_ceiling(u) / _idle_ceiling(one):.2f}x")
     return out
+
+
+def _idle_ceiling(u: CpuUse) -> float:
+    """Streams/s the run's CPU per stream allows on the whole machine: the servers at one core each at most, and
+    every part of the run together on all the cores."""
+    processes = sum(1 for name in u.seconds if name.startswith(SERVER))
+    return min(CORES / ((u.servers_s + u.rest_s) / u.streams), processes / (u.servers_s / u.streams))
+
+
+SPIN = "n = 0\nfor i in range({loops}):\n    n += i * i\n"
+
+
+def machine_scaling(processes: int, loops: int = 6_000_000) -> float:
+    """How much more CPU-bound work `processes` Python processes at once complete than one, per second, on this
+    machine now: the ceiling that the cores (shared with other work, perhaps with the host's other guests) set
+    for N servers, whatever the product does. A fixed loop in one process, then in N at once."""
+    import subprocess
+    import sys
+
+    def wall(n: int) -> float:
+        started = time.monotonic()
+        spinners = [subprocess.Popen([sys.executable, "-c", SPIN.format(loops=loops)]) for _ in range(n)]
+        for spinner in spinners:
+            spinner.wait()
+        return time.monotonic() - started
+
+    one = wall(1)
+    return processes * one / wall(processes)

@@ -30,6 +30,7 @@ class Target:
     pids: list[int]
     log_text: Callable[[], str]
     components: Callable[[], dict[str, list[int]]]  # label -> pids; the product's own labels start "server"
+    counters: Callable[[], dict[str, int]] = dict  # label -> a count so far (bench/streaming/cpu.py)
 
 
 @contextlib.contextmanager
@@ -50,7 +51,8 @@ def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) ->
         stack.callback(server.stop)
         pid = server.proc.pid
         yield Target(f"product ({database})", server.url, [pid], server.log_text,
-                     lambda: {"server": [pid], **(cpu.postgres(_name(database_url)) if database_url else {})})
+                     lambda: {"server": [pid], **(cpu.postgres(_name(database_url)) if database_url else {})},
+                     (lambda: cpu.postgres_counts(_name(database_url))) if database_url else dict)
 
 
 @contextlib.contextmanager
@@ -69,7 +71,8 @@ def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, st
                           per_client_connections=int(env.get("CLIENT_MAX_CONNECTIONS", "128")))
         with cluster:
             label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
-            yield Target(label, cluster.url, cluster.pids, cluster.log_tail, lambda: _cluster_components(cluster))
+            yield Target(label, cluster.url, cluster.pids, cluster.log_tail, lambda: _cluster_components(cluster),
+                         lambda: cpu.postgres_counts(_name(database_url)))
 
 
 def _name(database_url: str) -> str:

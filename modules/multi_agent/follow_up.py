@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
 from modules.multi_agent.continuation import contains, length, normalise
 from modules.multi_agent.domain_vocabulary import DomainView, Span, content_terms
@@ -85,25 +84,10 @@ class ReplyContext:
         return _CLOSING.search(tail) is None and (self.proposed_action or self.offered_options or self.asked_question)
 
 
-class Tie(StrEnum):
-    """What a verdict rests on. The follow-up model (modules/multi_agent/follow_up_model.py) has a threshold per
-    tie: its errors differ by kind (an answer to the reply's own question is rarely a switch; a reference back
-    often is, in the datasets' labels)."""
-
-    REPLY = "reply"  # a continuation, an answer to the last reply, a name it gave
-    REFERENCE = "reference"  # refers back, or names a term of the active agent's own domain
-    DETAIL = "detail"  # as REFERENCE, asking for a property of what was named ("the address", "its phone number")
-    NO_TIE = "no tie"  # nothing ties it to the active agent (or too long to judge)
-    REQUEST = "request"  # opens a request of its own
-    TERM = "term"  # names a term of another agent's profile
-    FINAL = "final"  # empty, emoji only, a topic-switch phrase or a correction: no model overrides it
-
-
 @dataclass(frozen=True)
 class Verdict:
     decision: str  # CONTINUES or UNDECIDED
     reason: str
-    tie: Tie
 
     @property
     def continues(self) -> bool:
@@ -132,12 +116,6 @@ def _foreign_term(text: str, domain: DomainView, signals: RoutingSignals, reply:
                               and not _subject_is_own(text[:prefix], own, domain, signals, reply)):
             return span.term
     return None
-
-
-def _asks_for_detail(text: str, domain: DomainView) -> bool:
-    """Whether the message asks for a property that several agents' descriptions mention, after a definite
-    determiner ("Could I get the full address as well?"): a detail of what the last reply named."""
-    return any(not domain.is_named(s.term) and _DEFINITE.search(text[:s.start]) for s in domain.spans(text)[1])
 
 
 def _attribute_prefix(text: str, start: int, end: int, signals: RoutingSignals) -> int | None:
@@ -185,25 +163,24 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
     the suggestion chips shown after the reply (a quick-action chip fits that reply by construction)."""
     text = normalise(message)
     if not text:
-        return Verdict(CONTINUES if message.strip() else UNDECIDED, "emoji only" if message.strip() else "empty",
-                       Tie.FINAL)
+        return Verdict(CONTINUES if message.strip() else UNDECIDED, "emoji only" if message.strip() else "empty")
     if any(contains(text, p) for p in signals.topic_switch):
-        return Verdict(UNDECIDED, "topic-switch phrase", Tie.FINAL)
+        return Verdict(UNDECIDED, "topic-switch phrase")
     foreign = _foreign_term(text, domain, signals, reply)
     if foreign is not None:
-        return Verdict(UNDECIDED, f"another agent's term {foreign!r}", Tie.TERM)
+        return Verdict(UNDECIDED, f"another agent's term {foreign!r}")
     opener = _FIRST_CLAUSE.match(text)
     if opener and signals.is_continuation(opener.group(1)) and not signals.is_continuation(text):
         # "ok, and tolls?", "好的，那上海呢": an acknowledgement, then what the message is about
         rest = judge(signals, opener.group(2), reply, domain, offered)
-        return Verdict(rest.decision, f"after an acknowledgement: {rest.reason}", rest.tie)
+        return Verdict(rest.decision, f"after an acknowledgement: {rest.reason}")
     if signals.is_continuation(text):
         chip = any(normalise(o) == text for o in offered)
         if signals.acts_on_a_proposal(text) and not chip and not (reply and ReplyContext(reply).invites_action):
-            return Verdict(UNDECIDED, "an action word, but the last reply proposed nothing", Tie.REQUEST)
-        return Verdict(CONTINUES, "continuation", Tie.REPLY)
+            return Verdict(UNDECIDED, "an action word, but the last reply proposed nothing")
+        return Verdict(CONTINUES, "continuation")
     if length(text) > MAX_FOLLOW_UP_CHARS:
-        return Verdict(UNDECIDED, "too long", Tie.NO_TIE)
+        return Verdict(UNDECIDED, "too long")
     names_own = domain.names_own(text)
     pointing = text.replace("其它", "其他")  # "other", not "it"
     new_request = any(contains(text, p) for p in signals.new_request)
@@ -213,20 +190,19 @@ def judge(signals: RoutingSignals, message: str, reply: str | None, domain: Doma
     answers = reply is not None and bool(content_terms(text, signals)
                                          & content_terms(ReplyContext(reply).question, signals))
     if answers and not refers:
-        return Verdict(CONTINUES, "answers the question of the last reply", Tie.REPLY)
+        return Verdict(CONTINUES, "answers the question of the last reply")
     if new_request and not refers and not names_own:
-        return Verdict(UNDECIDED, "new request", Tie.REQUEST)
+        return Verdict(UNDECIDED, "new request")
     if new_request and length(text) > MAX_REQUEST_CHARS and not names_own:
-        return Verdict(UNDECIDED, "a long new request", Tie.REQUEST)
-    tie = Tie.DETAIL if _asks_for_detail(text, domain) else Tie.REFERENCE
+        return Verdict(UNDECIDED, "a long new request")
     if refers:
-        return Verdict(CONTINUES, "refers back", tie)
+        return Verdict(CONTINUES, "refers back")
     if names_own:
-        return Verdict(CONTINUES, "own domain term", tie)
+        return Verdict(CONTINUES, "own domain term")
     if reply:
         context = ReplyContext(reply)
         if _shares_a_name(text, reply) and not any(p in reply for p in signals.attribute_prefix):
-            return Verdict(CONTINUES, "names something in the last reply", Tie.REPLY)
+            return Verdict(CONTINUES, "names something in the last reply")
         if len(text) <= MAX_ANSWER_CHARS and context.invites_action:
-            return Verdict(CONTINUES, "answers the last reply", Tie.REPLY)
-    return Verdict(UNDECIDED, "no tie to the active agent", Tie.NO_TIE)
+            return Verdict(CONTINUES, "answers the last reply")
+    return Verdict(UNDECIDED, "no tie to the active agent")

@@ -88,7 +88,8 @@ class MessageRouter:
         """Commit the message to the receiver's queue, then deliver it by the receiver's state."""
         if message.target_agent_id != target_agent_id:
             raise ValueError("message target does not match")
-        receiver = self._writer.call_batched(self._enqueue_sends, message)
+        receiver = self._writer.call_batched(self._enqueue_sends, message,
+                                             one_statement=send_batch.one_statement(self._db.dialect))
         # Delivered again when it was queued before (a retried send whose first try died after queueing):
         # delivery only starts or joins the turn that drains the queue, so it never duplicates the message.
         return self._deliver_stored(message, receiver)

@@ -132,11 +132,12 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        # PostgreSQL reads in autocommit: no BEGIN and no ROLLBACK around them (two round trips of three for
-        # a one-statement read), and nothing lost, since at READ COMMITTED each statement takes its own snapshot
-        # inside a transaction too. SQLite's reads are statements of their own already (the driver begins no
-        # transaction); MariaDB's REPEATABLE READ holds one snapshot for a transaction, so its reads keep theirs.
-        self._read_sessions = sessionmaker(
+        # PostgreSQL reads (and writes of one statement) in autocommit: no BEGIN and no COMMIT or ROLLBACK
+        # around them (two round trips of three for a one-statement read), and nothing lost, since at READ
+        # COMMITTED each statement takes its own snapshot inside a transaction too. SQLite's reads are statements
+        # of their own already (the driver begins no transaction); MariaDB's REPEATABLE READ holds one snapshot
+        # for a transaction, so its reads keep theirs.
+        self._statement_sessions = sessionmaker(
             self.engine.execution_options(isolation_level="AUTOCOMMIT") if self.dialect == "postgresql"
             else self.engine, expire_on_commit=False)
         # SQLite has no pool to drain (its writers queue on one lock, where `first` puts the beat in front).
@@ -155,11 +156,15 @@ class Database:
         return make_url(self.url).render_as_string(hide_password=True)
 
     @contextmanager
-    def write(self, *, timeout_s: float | None = None, first: bool = False) -> Iterator[Session]:
+    def write(self, *, timeout_s: float | None = None, first: bool = False,
+              one_statement: bool = False) -> Iterator[Session]:
         """A short write transaction; committed on success, rolled back on error. `first`: on SQLite, writers
-        that come later wait until this one has the lock (the group commit, which writes for many)."""
+        that come later wait until this one has the lock (the group commit, which writes for many).
+        `one_statement`: the caller runs a single statement, which PostgreSQL commits on its own (autocommit:
+        no BEGIN and COMMIT round trips); once it is sent, its outcome is the database's."""
         limit = timeout_s or self.timeout_s
-        with self._bounded(limit), self._writer(limit, first), self._sessions() as session, session.begin():
+        sessions = self._statement_sessions if one_statement else self._sessions
+        with self._bounded(limit), self._writer(limit, first), sessions() as session, session.begin():
             if self.is_sqlite:
                 _begin_immediate(session, time.monotonic() + limit)
             yield session
@@ -179,7 +184,7 @@ class Database:
         """A session for reading, never committed. On PostgreSQL each of its statements runs on its own
         (autocommit) unless `transaction` is set: a lock that must last until the session ends needs one
         (`pg_advisory_xact_lock`)."""
-        sessions = self._sessions if transaction else self._read_sessions
+        sessions = self._sessions if transaction else self._statement_sessions
         with self._bounded(timeout_s or self.timeout_s), sessions() as session:
             yield session
 

@@ -44,6 +44,7 @@ class _Pending:
     step: Callable[[Session], Any] | None = None
     batch_step: Callable[[Session, list[Any]], list[Any]] | None = None  # with `value`: see `call_batched`
     value: Any = None
+    one_statement: bool = False  # the batch step runs a single statement (see `call_batched`)
     result: Any = None
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -108,13 +109,15 @@ class GroupCommit:
         result: T = item.result
         return result
 
-    def call_batched(self, batch_step: Callable[[Session, list[Any]], list[Any]], value: Any) -> Any:
+    def call_batched(self, batch_step: Callable[[Session, list[Any]], list[Any]], value: Any,
+                     *, one_statement: bool = False) -> Any:
         """Run `batch_step` once per batch on the values of every writer of the batch that names it (equal
         functions: a bound method names one), in queue order; returns this value's result once committed.
         `batch_step` returns one result per value; an exception it returns for a value is raised to that
         writer alone (one it raises fails the batch, whose writers are then retried one by one, so it may run
-        twice, and must do nothing but database work)."""
-        item = _Pending(batch_step=batch_step, value=value)
+        twice, and must do nothing but database work). `one_statement`: the step runs a single statement (on
+        this database), so a batch of nothing else is that statement alone (`Database.write`)."""
+        item = _Pending(batch_step=batch_step, value=value, one_statement=one_statement)
         self._submit([item])
         if item.error is not None:
             raise item.error
@@ -238,7 +241,10 @@ class GroupCommit:
                 by_step.setdefault(item.batch_step, []).append(item)
             elif item.table is not None:
                 by_table.setdefault(item.table.name, (item.table, []))[1].extend(item.rows)
-        with self._db.write(first=True) as s:
+        one_statement = len(by_step) == 1 and all(item.one_statement for item in batch)
+        with self._db.write(first=True, one_statement=one_statement) as s:
+            if one_statement:  # committed once sent
+                committing[:] = batch
             # Steps in queue order, a batch step where its first value queued: a drain sees the sends queued
             # before it (plain rows go last: no step reads them).
             for item in batch:

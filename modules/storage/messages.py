@@ -10,7 +10,7 @@ from sqlalchemy import Row, Table, TextClause, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from modules.statuses import Visibility
-from modules.storage.bulk_insert import column_names, insert_rows, unnest_params, unnest_rows
+from modules.storage.bulk_insert import column_names, insert_rows, recordset, recordset_params, selected
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
@@ -52,7 +52,7 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
         for draft in drafts
     ]
     if conn.dialect.name == "postgresql":  # the next seq read by the insert itself: one round trip, not two
-        first = min(conn.execute(_numbered_append(tuple(rows[0])), {**unnest_params(HISTORY, rows),
+        first = min(conn.execute(_numbered_append(tuple(rows[0])), {**recordset_params(HISTORY, rows),
                                                                     "agent": agent_id}).scalars())
         for i, row in enumerate(rows):
             row["seq"] = first + i
@@ -66,13 +66,13 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
 
 @functools.cache
 def _numbered_append(columns: tuple[str, ...]) -> TextClause:
-    """PostgreSQL: INSERT the rows of `unnest_params` numbered after the agent's last `seq`, which the
+    """PostgreSQL: INSERT the rows of `recordset_params` numbered after the agent's last `seq`, which the
     statement reads itself (its snapshot holds none of its own rows); returns their seqs."""
     table, seq, agent = HISTORY.name, HISTORY.c.seq.name, HISTORY.c.agent_id.name
     return text(f'INSERT INTO "{table}" ({column_names(HISTORY, columns)}, "{seq}") '
-                f"SELECT {column_names(HISTORY, columns, 'r')}, "
+                f"SELECT {selected(HISTORY, columns, 'r')}, "
                 f'(SELECT coalesce(max("{seq}"), -1) FROM "{table}" WHERE "{agent}" = :agent) + r.ord '
-                f'FROM {unnest_rows(HISTORY, columns, "r")} ORDER BY r.ord RETURNING "{seq}"')
+                f'FROM {recordset(HISTORY, columns, "r")} ORDER BY r.ord RETURNING "{seq}"')
 
 
 def _storable(text: str | None) -> str | None:

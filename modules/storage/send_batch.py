@@ -16,21 +16,27 @@ from sqlalchemy.orm import Session
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.agents import AGENTS, ReceiverRow
-from modules.storage.bulk_insert import column_names, unnest_params, unnest_rows
+from modules.storage.bulk_insert import column_names, recordset, recordset_params, selected
+
+
+def one_statement(dialect: str) -> bool:
+    """Whether `queue_sends_in` is one statement on this database (a batch of sends alone needs no
+    transaction around it: `GroupCommit.call_batched`)."""
+    return dialect == "postgresql"
 
 
 def queue_sends_in(session: Session, receiver_ids: set[str], messages: list[dict[str, Any]]) -> dict[str, ReceiverRow]:
     """Share-lock the receivers and queue the messages (`PendingMessageRow` column values, each id once, in
     list order, an id queued before skipped) whose receiver exists and is not terminated; returns the
     receivers found, by id, as read under the lock."""
-    if session.get_bind().dialect.name != "postgresql":
+    if not one_statement(session.get_bind().dialect.name):
         receivers = agent_store.lock_many_for_queueing_in(session, receiver_ids)
         queue.queue_in(session, [m for m in messages if _live(receivers.get(m["target_agent_id"]))])
         return receivers
     rows = queue.queue_rows(messages)
     params: dict[str, Any] = {"ids": sorted(receiver_ids)}
     if rows:
-        params.update(unnest_params(queue.QUEUE, rows))
+        params.update(recordset_params(queue.QUEUE, rows))
     result = session.connection().execute(_lock_and_queue(tuple(rows[0]) if rows else ()), params)
     return {row.id: row for row in result}
 
@@ -52,7 +58,7 @@ def _lock_and_queue(columns: tuple[str, ...]) -> TextClause:
     table, target = queue.QUEUE, f'm."{queue.QUEUE.c.target_agent_id.name}"'
     return text(
         f"{lock}, queued AS (INSERT INTO \"{table.name}\" ({column_names(table, columns)}) "
-        f"SELECT {column_names(table, columns, 'm')} FROM {unnest_rows(table, columns, 'm')} "
+        f"SELECT {selected(table, columns, 'm')} FROM {recordset(table, columns, 'm')} "
         f"WHERE EXISTS (SELECT 1 FROM receivers r WHERE r.id = {target} AND NOT r.terminated) ORDER BY m.ord "
         f'ON CONFLICT ("{table.c.id.name}") DO NOTHING) '
         "SELECT id, display_name, terminated, state FROM receivers")

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, insert, select
 
 from modules.statuses import MessageSource
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
-from modules.storage.messages import MessageDraft
+from modules.storage.messages import HISTORY, MessageDraft
 from test.db_urls import fresh_database
 from test.unit.teams import conversation_with_sub_agent
 
@@ -64,3 +64,17 @@ def test_a_drains_history_entries_are_one_insert_read_back_as_written(team):
         (0, "user", "hi", None, None, None), (1, "assistant", None, calls, None, None),
         (2, "tool", '{"ok": true}', None, "c1", "run_command")]
     assert [m.meta for m in stored] == [m.meta for m in written]
+
+
+def test_a_json_none_is_stored_as_sqlalchemys_own_insert_stores_it(team):
+    """JSON null, not SQL NULL, on every database (json_to_recordset reads a JSON null as SQL NULL)."""
+    db, conv, master, _statements = team
+    message_store.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content=f"{n}") for n in (0, 1)])
+    with db.write() as s:
+        s.execute(insert(HISTORY), [dict(message_id="plain", conversation_id=conv.id, agent_id=master.id, seq=2,
+                                         role="user", content="2", tool_calls=None, metadata={}, created_at=1.0)])
+    with db.read() as s:
+        stored = s.execute(select(HISTORY.c.seq, HISTORY.c.tool_calls.is_(None))
+                           .where(HISTORY.c.agent_id == master.id).order_by(HISTORY.c.seq)).all()
+    assert [seq for seq, _ in stored] == [0, 1, 2]
+    assert len({is_null for _, is_null in stored}) == 1, stored

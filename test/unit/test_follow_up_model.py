@@ -12,9 +12,9 @@ import pytest
 from modules.agents.profiles import load_profiles
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import load_routing_signals
-from modules.multi_agent.follow_up import CONTINUES, UNDECIDED, Tie, Verdict, judge
+from modules.multi_agent.follow_up import UNDECIDED, Verdict, judge
 from modules.multi_agent.follow_up_features import delexicalised, features
-from modules.multi_agent.follow_up_model import TIES, WEIGHTS, FollowUpModel, decide, load_model
+from modules.multi_agent.follow_up_model import WEIGHTS, FollowUpModel, Thresholds, decide, load_model
 from modules.tools.agent_tools import AGENT_TOOLS
 from modules.tools.run_command import RUN_COMMAND
 
@@ -28,15 +28,12 @@ def team(path: Path) -> TeamVocabulary:
 
 
 EN, ZH = team(BENCH / "multiwoz" / "profiles.toml"), team(BENCH / "crosswoz" / "profiles.toml")
-EVEN = {t: 0.5 for t in TIES}
 
 FOLLOW_UPS = [  # (team, active agent, its last reply, the user's message)
     (EN, "HotelAgent", "Booked, your reference is XYZ. Is there anything else I can help with?",
      "No, that's all I need. Thanks."),
-    pytest.param(EN, "HotelAgent", "Acorn Guest House is a guesthouse in the north with free parking.",
-                 "Could I get the full address as well?", marks=pytest.mark.xfail(
-                     strict=True, reason="p 0.99 under the detail tie's 0.997: MultiWOZ's dev half has switches "
-                                         "worded so (README, 'The fast path, measured')")),
+    (EN, "HotelAgent", "Acorn Guest House is a guesthouse in the north with free parking.",
+     "Could I get the full address as well?"),
     (EN, "TrainAgent", "What day would you like to leave?", "I would like to leave on Saturday."),
     (EN, "TrainAgent", "TR1234 leaves at 09:00 and arrives at 09:52. Would you like me to book it?",
      "Yes, please book it for 2 people."),
@@ -66,7 +63,7 @@ def test_the_issues_switches_and_corrections_are_left_to_the_routing_request(voc
 
 
 def test_no_model_overrides_a_topic_switch_phrase_or_takes_a_message_naming_another_domain():
-    sure = FollowUpModel({"bias": 30.0}, {"zh": EVEN, "en": EVEN})
+    sure = FollowUpModel({"bias": 30.0}, {"zh": Thresholds(0.5, 0.5), "en": Thresholds(0.5, 0.5)})
     view = ZH.view("RestaurantAgent")
     assert decide(SIGNALS, "不是这个", "推荐您去全聚德。", view, model=sure).reason == "topic-switch phrase"
     assert not decide(SIGNALS, "它是一家什么类型的酒店？", "推荐您去全聚德。", view, model=sure).continues
@@ -75,41 +72,11 @@ def test_no_model_overrides_a_topic_switch_phrase_or_takes_a_message_naming_anot
 
 
 def test_a_doubtful_model_holds_back_what_the_rules_let_through():
-    doubtful = FollowUpModel({"bias": -30.0}, {"zh": EVEN, "en": EVEN})
+    doubtful = FollowUpModel({"bias": -30.0}, {"zh": Thresholds(0.5, 0.5), "en": Thresholds(0.5, 0.5)})
     view = ZH.view("RestaurantAgent")
     assert judge(SIGNALS, "人均消费多少？", "推荐您去全聚德。", view).continues
     held = decide(SIGNALS, "人均消费多少？", "推荐您去全聚德。", view, model=doubtful)
     assert held.decision == UNDECIDED and held.reason.startswith("the model is unsure")
-
-
-def test_each_tie_of_the_rules_verdict_has_its_own_threshold():
-    # the same probability keeps an answer to the reply's question and holds back a reference back
-    view, reply = EN.view("TrainAgent"), "What day would you like to leave?"
-    answer, reference = "I would like to leave on Saturday.", "Is it the one on Saturday?"
-    assert judge(SIGNALS, answer, reply, view).tie is Tie.REPLY
-    assert judge(SIGNALS, reference, reply, view).tie is Tie.REFERENCE
-    even = {**EVEN, Tie.REFERENCE: 0.9}
-    model = FollowUpModel({"bias": 0.0}, {"zh": even, "en": even})  # p = 0.5 for every message
-    assert decide(SIGNALS, answer, reply, view, model=model).decision == CONTINUES
-    held = decide(SIGNALS, reference, reply, view, model=model)
-    assert held.decision == UNDECIDED and held.tie is Tie.REFERENCE
-
-
-def test_a_request_for_a_detail_of_what_the_reply_named_is_a_tie_of_its_own():
-    view, reply = EN.view("HotelAgent"), "Acorn Guest House is a guesthouse in the north with free parking."
-    assert judge(SIGNALS, "Could I get the full address as well?", reply, view).tie is Tie.DETAIL
-    assert judge(SIGNALS, "Does it have wifi as well?", reply, view).tie is Tie.REFERENCE
-
-
-def test_a_model_file_without_a_threshold_for_each_tie_is_refused():
-    with pytest.raises(ValueError, match="thresholds"):
-        FollowUpModel.from_json({"weights": {}, "thresholds": {"zh": {"keep": 0.5, "take": 0.9},
-                                                               "en": {"keep": 0.5, "take": 0.9}}})
-
-
-def test_the_shipped_thresholds_keep_answers_to_the_reply_more_readily_than_references():
-    english = load_model().thresholds["en"]
-    assert english[Tie.REPLY] < english[Tie.REFERENCE]
 
 
 def test_domain_words_are_read_as_the_active_agents_or_anothers():
@@ -117,7 +84,7 @@ def test_domain_words_are_read_as_the_active_agents_or_anothers():
     assert delexicalised("could i get the hotel address", EN.view("HotelAgent"))[-2:] == ["<O>", "<S>"]
     assert "<F>" in delexicalised("i need a taxi", EN.view("HotelAgent"))
     names = features(SIGNALS, "I need a taxi", "Anything else?", EN.view("HotelAgent"),
-                     Verdict(UNDECIDED, "another agent's term 'taxi'", Tie.TERM))
+                     Verdict(UNDECIDED, "another agent's term 'taxi'"))
     assert "r=another agent's term" in names and "lang=en" in names and "w=<F>" in names
 
 

@@ -16,6 +16,8 @@ from server.socket_packets import TolerantPacket
 from server.socket_queue import HEAD, BatchedRedisManager
 from test.conftest import wait_until
 
+CHUNK = TextChunkEvent.TYPE
+
 
 class FakeServer:
     """What the manager asks of python-socketio's server: queues and background tasks (recorded, not run)."""
@@ -48,7 +50,7 @@ def manager(url: str = "redis://127.0.0.1:6379/0", channel: str = "test") -> Bat
 def test_emits_queued_meanwhile_leave_as_one_redis_message_in_their_order():
     m = manager()
     for k in range(3):
-        m.emit(TextChunkEvent.TYPE, {"idx": k}, room="conversation-1")
+        m.emit(CHUNK, {"idx": k}, room="conversation-1")
     assert len(m.server.tasks) == 1  # one publishing task, started by the first emit (before any client)
     _, (outbox,) = m.server.tasks[0]
     fake = FakeRedis()
@@ -60,7 +62,7 @@ def test_emits_queued_meanwhile_leave_as_one_redis_message_in_their_order():
     peer = manager()
     peer.basic_enter_room("sid-1", "/", "conversation-1", eio_sid="eio-1")
     assert [(msg["event"], msg["data"]) for msg in peer.unpack(payload)] == [
-        (TextChunkEvent.TYPE, [{"idx": 0}]), (TextChunkEvent.TYPE, [{"idx": 1}]), (TextChunkEvent.TYPE, [{"idx": 2}])]
+        (CHUNK, [{"idx": 0}]), (CHUNK, [{"idx": 1}]), (CHUNK, [{"idx": 2}])]
 
 
 def test_a_process_skips_its_own_batches_and_a_peer_the_rooms_it_holds_no_client_of():
@@ -88,10 +90,20 @@ def test_a_peer_hears_a_batch_through_redis(redis_url):
     probe = redis.Redis.from_url(redis_url)
     wait_until(lambda: dict(probe.pubsub_numsub(channel)).get(channel.encode(), 0) >= 1, 10,
                what="the peer to subscribe")
-    sender.emit(TextChunkEvent.TYPE, {"idx": 0}, room="room")
-    sender.emit(TextChunkEvent.TYPE, {"idx": 1}, room="room")
+    sender.emit(CHUNK, {"idx": 0}, room="room")
+    sender.emit(CHUNK, {"idx": 1}, room="room")
     _, (outbox,) = sender.server.tasks[0]
     sender.publish_batch(sender.next_batch(outbox))
     got = [heard.get(timeout=10), heard.get(timeout=10)]
     assert [msg["data"] for msg in got] == [[{"idx": 0}], [{"idx": 1}]]
     assert all(msg["host_id"] == sender.host_id for msg in got)
+
+
+def test_emits_beyond_the_outbox_are_dropped_not_held_while_redis_hangs(monkeypatch, caplog):
+    monkeypatch.setattr("server.socket_queue.OUTBOX_MAX", 2)
+    m = manager()
+    for k in range(4):  # nothing publishes: the publishing task is recorded, not run
+        m.emit(CHUNK, {"idx": k}, room="conversation-1")
+    _, (outbox,) = m.server.tasks[0]
+    assert [msg["data"] for msg in m.next_batch(outbox)] == [[{"idx": 0}], [{"idx": 1}]]
+    assert sum("dropping new ones" in r.message for r in caplog.records) == 1  # once per episode

@@ -1,37 +1,23 @@
-"""The threshold search of bench/train_follow_up.py: one threshold per tie of the rules' verdict, each tune set's
-misroutes within the bound, and the rate of switches among what the model takes from "undecided" over all sets."""
+"""bench/train_follow_up.py's estimate of what its thresholds do on dialogues they were not chosen on."""
 
 from __future__ import annotations
 
-from bench.train_follow_up import Example, thresholds
-from modules.multi_agent.follow_up import Tie
+from bench.train_follow_up import Example, out_of_sample
 
 
-def examples(group: str, tie: Tie, label: int, p: float, n: int) -> list[tuple[Example, float]]:
-    rules_continue = tie in (Tie.REPLY, Tie.REFERENCE)
-    return [(Example(group, f"{group}:{tie}:{label}:{i}", "en", (), label, rules_continue, False, tie), p)
-            for i in range(n)]
+def turn(dialogue: int, label: int, p: float) -> tuple[Example, float]:
+    return Example("set", f"set:{dialogue}", "en", (), label, True, False), p
 
 
-def search(part: list[tuple[Example, float]], bound: float = 0.02) -> dict[Tie, float]:
-    return thresholds([e for e, _ in part], [p for _, p in part], bound)[0]
+def test_each_turn_is_counted_once_per_halving_on_the_half_that_did_not_choose():
+    part = [turn(d, 1, 0.99) for d in range(40)] + [turn(d, 0, 0.2) for d in range(40)]
+    est = out_of_sample(part, 0.02, splits=3)["set"]
+    assert (est.follow_ups, est.switches) == (3 * 40, 3 * 40)
+    assert (est.hits, est.misroutes) == (3 * 40, 0)  # clean data: every follow-up kept, no switch taken
 
 
-def test_an_answer_to_the_reply_and_a_reference_back_get_thresholds_of_their_own():
-    part = (examples("a", Tie.REPLY, 1, 0.6, 100) + examples("a", Tie.REFERENCE, 1, 0.99, 100)
-            + examples("a", Tie.REFERENCE, 0, 0.95, 10) + examples("a", Tie.REFERENCE, 1, 0.9, 100)
-            + examples("a", Tie.NO_TIE, 0, 0.3, 40))
-    chosen = search(part)
-    assert chosen[Tie.REPLY] <= 0.6  # no switch among the answers: all kept
-    assert 0.95 < chosen[Tie.REFERENCE] <= 0.99  # the references' switches held back with those under 0.99
-    assert chosen[Tie.NO_TIE] > 1  # nothing to gain: never taken
-
-
-def test_the_rate_of_switches_taken_from_undecided_is_over_all_sets():
-    # one switch among a small set's 50 takes is 2 %; among every set's 1,050 takes, under 0.5 %
-    part = (examples("small", Tie.NO_TIE, 1, 0.999, 49) + examples("small", Tie.NO_TIE, 0, 0.999, 1)
-            + examples("small", Tie.NO_TIE, 0, 0.1, 99) + examples("big", Tie.NO_TIE, 1, 0.999, 1000)
-            + examples("big", Tie.NO_TIE, 0, 0.1, 100))
-    assert search(part)[Tie.NO_TIE] <= 0.999
-    too_many = part + examples("big", Tie.NO_TIE, 0, 0.999, 5)  # 6 of 1,055: over 0.5 %
-    assert search(too_many, bound=0.1)[Tie.NO_TIE] > 1
+def test_a_switch_the_choosing_half_never_saw_is_counted_where_it_falls():
+    # one sure-looking switch in one dialogue: a half without it keeps everything, and takes it on the other half
+    part = [turn(d, 1, 0.99) for d in range(40)] + [turn(0, 0, 0.995)] + [turn(d, 0, 0.2) for d in range(1, 40)]
+    est = out_of_sample(part, 0.02, splits=4)["set"]
+    assert est.misroutes == 4  # each halving: the half without it chose a low keep; the switch was counted once
