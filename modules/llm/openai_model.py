@@ -21,6 +21,7 @@ import openai
 
 from .errors import error_text, refuses_stream_options, retry_after, status_error, stream_error
 from .reply_builder import ReplyBuilder
+from .stop_watch import StopWatch
 from .types import ModelError, ModelReply, ignore_text, never_stop
 
 FALLBACK_MODEL = "gpt-4o-mini"
@@ -93,6 +94,7 @@ class OpenAIChatModel:
         self._backoff_max_s = backoff_max_s
         self._max_retry_after_s = max_retry_after_s
         self._on_retry = on_retry
+        self._stops = StopWatch()  # the stop switches of the requests that wait: one thread looks at all
         # Usage is asked for in the stream until the endpoint refuses the option once (then never again).
         self._ask_stream_usage = True
 
@@ -143,9 +145,9 @@ class OpenAIChatModel:
                     return ModelReply("", [], "stopped", model=name)
 
     def _attempt(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool]) -> ModelReply:
-        """One request, run on a worker so that a stop is honoured at once, even while the endpoint has
-        not answered or pauses mid-stream: the caller then returns what it has, and the abandoned worker
-        closes the stream (or times out) on its own with its output silenced."""
+        """One request, run on a worker so that a stop is honoured at once (within the stop watch's 0.1 s), even
+        while the endpoint has not answered or pauses mid-stream: the caller then returns what it has, and the
+        abandoned worker closes the stream (or times out) on its own with its output silenced."""
         outcome: dict[str, Any] = {}
         done = threading.Event()
         opened: list[Any] = []
@@ -163,17 +165,22 @@ class OpenAIChatModel:
                 done.set()
 
         threading.Thread(target=work, name="model-request", daemon=True).start()
-        while not done.wait(_STOP_POLL_S):
-            if should_stop():
-                reply.silence()
-                for stream in opened:
-                    with contextlib.suppress(Exception):
-                        stream.close()
-                return reply.stopped()
-        if "reply" not in outcome:
+        watched = self._stops.watch(should_stop, done) if should_stop is not never_stop else None
+        try:
+            done.wait()  # the worker's end, or the stop watch's wake: no timer of this caller's own
+        finally:
+            if watched is not None:
+                self._stops.unwatch(watched)
+        if "reply" in outcome:
+            answer: ModelReply = outcome["reply"]
+            return answer
+        if "error" in outcome:
             raise outcome["error"]
-        answer: ModelReply = outcome["reply"]
-        return answer
+        reply.silence()  # stopped while the worker still waits for the endpoint
+        for stream in opened:
+            with contextlib.suppress(Exception):
+                stream.close()
+        return reply.stopped()
 
     def _attempt_blocking(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool],
                           opened: list[Any], publish: Callable[[ModelReply], None]) -> ModelReply:

@@ -10,7 +10,11 @@ per short batch); a caller delivers its events only once they are durable. Conse
 `text_chunk` events of one message within `flush_s` (STREAM_FLUSH_MS) become one event:
 the first chunk takes the next index and waits in memory, later chunks of the message
 append their text to it, and it is written and delivered when the window ends, or at
-once when any other event of the task comes (see README, "Configuration").
+once when any other event of the task comes (see README, "Configuration"). A chunk that
+comes after the window of the one waiting (or of another message) takes the next index
+and waits behind it: the flusher writes a task's waiting chunks in order, in its batch,
+so the model's reader never waits for a write (under load it wrote the late one itself:
+a group-commit wait per chunk).
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class EventLog:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._next: dict[str, int] = {}
-        self._buffered: dict[str, _Buffered] = {}
+        self._buffered: dict[str, list[_Buffered]] = {}  # per task, in index order; only the last one grows
         self._due = threading.Condition()
         self._flusher: threading.Thread | None = None
 
@@ -100,18 +104,22 @@ class EventLog:
             return self.append_many(task_id, [(event_type, data)],
                                     lambda first: deliver(first, [(event_type, data)]))
         with self._locked(task_id):
-            held = self._buffered.get(task_id)
+            waiting = self._buffered.get(task_id)
+            held = waiting[-1] if waiting else None
+            moment = time.monotonic()
             if held is not None and held.type == event_type and held.data.get("message_id") == data.get("message_id") \
-                    and time.monotonic() < held.due:
+                    and moment < held.due:
                 held.data = {**held.data, "content": held.data.get("content", "") + data.get("content", "")}
                 return held.idx
-            self._flush_locked(task_id)
             idx = self._take(task_id, 1)
-            self._buffered[task_id] = _Buffered(idx, dict(data), deliver, time.monotonic() + self._flush_s,
-                                                event_type)
+            # Every waiting chunk is due no later than this one: the flusher needs waking only when none waited.
+            idle = not self._buffered
+            self._buffered.setdefault(task_id, []).append(
+                _Buffered(idx, dict(data), deliver, moment + self._flush_s, event_type))
         with self._due:
             self._ensure_flusher()
-            self._due.notify()
+            if idle:
+                self._due.notify()
         return idx
 
     @contextmanager
@@ -171,20 +179,19 @@ class EventLog:
             raise
 
     def _flush_locked(self, task_id: str) -> None:
-        held = self._buffered.pop(task_id, None)
-        if held is None:
+        waiting = self._buffered.pop(task_id, None)
+        if not waiting:
             return
         try:
-            self._write(task_id, [(held.idx, [(held.type, held.data)])])
+            self._write(task_id, [(held.idx, [(held.type, held.data)]) for held in waiting])
         except IntegrityError:  # only a process that took the task over writes at our index: theirs now
-            log.warning("task %s: index %d of its log is taken; a chunk written after a takeover is dropped",
-                        task_id, held.idx)
+            log.warning("task %s: index %d of its log is taken; chunks written after a takeover are dropped",
+                        task_id, waiting[0].idx)
             return
         except BaseException:
-            self._buffered[task_id] = held  # the caller's retry writes it, still before what follows
+            self._buffered[task_id] = waiting  # the caller's retry writes them, still before what follows
             raise
-        if held.deliver is not None:
-            held.deliver(held.idx, [(held.type, held.data)])
+        _deliver_each(waiting)
 
     # -- the window's end -----------------------------------------------------------------
 
@@ -205,47 +212,57 @@ class EventLog:
             self._flush_batch()
 
     def _earliest(self) -> float | None:
-        return min((b.due for b in list(self._buffered.values())), default=None)
+        return min((w[0].due for w in list(self._buffered.values()) if w), default=None)
 
     def _flush_batch(self) -> None:
-        taken: list[tuple[str, threading.Lock, _Buffered]] = []
+        taken: list[tuple[str, threading.Lock, list[_Buffered]]] = []
         moment = time.monotonic()
-        for task_id in [t for t, b in list(self._buffered.items()) if b.due <= moment]:
+        for task_id in [t for t, w in list(self._buffered.items()) if w and w[0].due <= moment]:
             with self._guard:
                 lock = self._locks.setdefault(task_id, threading.Lock())
             if not lock.acquire(blocking=False):
                 continue
-            held = self._buffered.pop(task_id, None)
-            if held is None:
+            waiting = self._buffered.pop(task_id, None) or []
+            due = [held for held in waiting if held.due <= moment]  # a head of the list: dues grow along it
+            if waiting[len(due):]:
+                self._buffered[task_id] = waiting[len(due):]
+            if not due:
                 lock.release()
                 continue
-            taken.append((task_id, lock, held))
+            taken.append((task_id, lock, due))
         if not taken:
             time.sleep(min(self._flush_s, 0.005))  # every due chunk's task is busy writing it
             return
         try:
             ts = now()
             errors = self.writer.insert_each(_TASK_EVENTS, [
-                [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts)]
-                for task_id, _, held in taken])
+                [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts) for held in due]
+                for task_id, _, due in taken])
         except BaseException:
             for _, lock, _held in taken:
                 lock.release()
             raise
-        for (task_id, lock, held), error in zip(taken, errors, strict=True):
+        for (task_id, lock, due), error in zip(taken, errors, strict=True):
             # Each task's delivery on its own thread, so a task waits for its own room's send, not for all of them.
-            self._spawn(self._deliver_and_release, task_id, lock, held, error)
+            self._spawn(self._deliver_and_release, task_id, lock, due, error)
 
-    def _deliver_and_release(self, task_id: str, lock: threading.Lock, held: _Buffered,
+    def _deliver_and_release(self, task_id: str, lock: threading.Lock, due: list[_Buffered],
                              error: BaseException | None) -> None:
         try:
-            if error is not None:  # lost with its write: the task's next event re-reads its index
-                with self._guard:
+            if error is not None:  # lost with their write, and so the chunks behind them: the task's next
+                with self._guard:  # event re-reads its index
                     self._next.pop(task_id, None)
-            elif held.deliver is not None:
-                held.deliver(held.idx, [(held.type, held.data)])
+                self._buffered.pop(task_id, None)
+            else:
+                _deliver_each(due)
         finally:
             lock.release()
+
+
+def _deliver_each(written: list[_Buffered]) -> None:
+    for held in written:
+        if held.deliver is not None:
+            held.deliver(held.idx, [(held.type, held.data)])
 
 
 def _thread(target: Callable[..., Any], *args: Any) -> None:

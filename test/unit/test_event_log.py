@@ -5,6 +5,7 @@ chunks within STREAM_FLUSH_MS become one event with the same text."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from sqlalchemy.exc import IntegrityError
@@ -210,3 +211,40 @@ def test_an_event_after_the_tasks_end_follows_the_ends_events_in_the_log(team):
     assert log.append(task_id, SuggestionsEvent.TYPE, {"questions": ["more?"]}) == 3
     assert [e.type for e in task_store.list_events(db, task_id, 0, 10)] == [
         TextEndEvent.TYPE, AgentStateEvent.TYPE, TaskCompleteEvent.TYPE, SuggestionsEvent.TYPE]
+
+
+def test_a_chunk_after_the_window_waits_behind_the_waiting_one_and_the_reader_writes_neither(team):
+    """Under load the flusher came late and the model's reader wrote the chunk waiting before its own (a
+    group-commit wait per chunk); now it queues behind it and the flusher, or the task's next other event, writes
+    both, in order."""
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=0.02), Recorder(db)
+    log._ensure_flusher = lambda: None  # the flusher is late: nothing writes the chunks but the task itself
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    sender.emit(TextChunkEvent(message_id="m1", content="a"))
+    time.sleep(0.05)  # past the window of "a"
+    sender.emit(TextChunkEvent(message_id="m1", content="b"))
+    sender.emit(TextChunkEvent(message_id="m2", content="c"))  # another message, within the window of "b"
+
+    assert task_store.list_events(db, task_id) == [] and transport.of(task_id) == []
+    sender.emit(TextEndEvent(message_id="m2", content="c"))
+
+    expected = [(0, "a"), (1, "b"), (2, "c"), (3, "c")]
+    assert [(e.idx, e.data["content"]) for e in task_store.list_events(db, task_id)] == expected
+    assert [(d["idx"], d["content"]) for _, d in transport.of(task_id)] == expected
+    assert transport.not_durable == []
+
+
+def test_the_flusher_writes_a_tasks_waiting_chunks_in_order(team):
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=0.3), Recorder(db)
+    (task_id,) = _tasks(db, conv, master, 1)
+    sender = _sender(log, transport, task_id, conv, master)
+    sender.emit(TextChunkEvent(message_id="m1", content="a"))
+    sender.emit(TextChunkEvent(message_id="m2", content="b"))  # waits behind "a", its window 0.3 s from now
+
+    transport.wait_for(2, task_id)
+
+    assert [(d["idx"], d["content"]) for _, d in transport.of(task_id)] == [(0, "a"), (1, "b")]
+    assert transport.not_durable == []
