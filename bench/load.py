@@ -167,8 +167,10 @@ def run(args: argparse.Namespace) -> int:
                 rounds = []
                 for r in range(1, args.rounds + 1):  # 1 then N, again: the machine's other work drifts meanwhile
                     runs, uses = [], []
+                    scaling = cpu.machine_scaling(args.processes)
                     print(f"\nthe machine now: {args.processes} CPU-bound Python processes at once do "
-                          f"{cpu.machine_scaling(args.processes):.2f}x the work of one (the cores' own ceiling)")
+                          f"{scaling.work:.2f}x the work of one (the cores' own ceiling), each unit of it at "
+                          f"{scaling.cpu_per_work:.2f}x the CPU seconds")
                     for n in sorted({1, args.processes}):
                         done = one(load_targets.behind_nginx(llm.base_url, tmp / f"cluster-{n}-{r}", n, env),
                                    goals=False, profile=args.profile)

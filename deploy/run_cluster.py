@@ -37,7 +37,7 @@ DB_CONNECTIONS = 80  # all processes together; PostgreSQL's default max_connecti
 def pool_settings(db_connections: int, processes: int) -> dict[str, str]:
     """Each process's database pool: its share of `db_connections`, kept open. A process's own default (a
     pool of 20 that may open 20 more) closes each connection beyond 20 when it comes back, so under load it
-    opened about three PostgreSQL connections per stream (a backend forked, a login) and N processes at once
+    opened two to three PostgreSQL connections per stream (a backend forked, a login) and N processes at once
     could pass max_connections. Beside the pool: one overflow connection (the setting must be positive) and
     the heartbeat's own."""
     return {"DB_POOL_SIZE": str(max(1, db_connections // processes - 2)), "DB_POOL_OVERFLOW": "1"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from sqlalchemy.orm import Session
 
@@ -33,6 +34,8 @@ from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 log = logging.getLogger(__name__)
 
 ROUTING = unrouted.ROUTING
+RETRIES = 5  # a worker that failed (the database did not answer in time) tries again after 1, 2, 4, 8, 16 s
+RETRY_S = 1.0
 
 
 class RoutingInbox:
@@ -42,6 +45,7 @@ class RoutingInbox:
         self._lock = threading.Lock()
         self._working: set[str] = set()
         self._again: set[str] = set()
+        self._failures: dict[str, int] = {}  # conversation -> the worker's failures in a row
 
     def hold(self, conv: Conversation, content: str, question_id: str | None, message_id: str | None,
              client_message_id: str | None, *, title: str | None = None) -> PendingMessage:
@@ -93,14 +97,29 @@ class RoutingInbox:
                     # second read to find the conversation empty.
                     if conversation_id not in self._again:
                         self._working.discard(conversation_id)
+                        self._failures.pop(conversation_id, None)
                         return
                     self._again.discard(conversation_id)
         except Exception:
-            log.exception("routing the held messages of %s failed; they are routed with its next send",
-                          conversation_id)
             with self._lock:
                 self._working.discard(conversation_id)
                 self._again.discard(conversation_id)
+                failures = self._failures[conversation_id] = self._failures.get(conversation_id, 0) + 1
+                if failures > RETRIES:
+                    del self._failures[conversation_id]
+            # A database that did not answer in time under load is no outage (nothing resumes the inbox):
+            # without a retry the message waited for the conversation's next send, and its sender for a reply.
+            if failures > RETRIES:
+                log.exception("routing the held messages of %s failed %d times; they are routed with its next "
+                              "send", conversation_id, failures)
+                return
+            delay = RETRY_S * 2 ** (failures - 1)
+            log.exception("routing the held messages of %s failed; again in %g s", conversation_id, delay)
+            self._rt.spawn(self._kick_later, conversation_id, delay)
+
+    def _kick_later(self, conversation_id: str, delay: float) -> None:
+        time.sleep(delay)
+        self.kick(conversation_id)
 
     def _decide(self, conv: Conversation, message: PendingMessage) -> RouteDecision:
         agents = agent_store.list_agents(self._rt.db, conv.id)

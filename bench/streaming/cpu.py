@@ -12,6 +12,7 @@ carry at most.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from collections.abc import Callable
@@ -248,19 +249,31 @@ def _idle_ceiling(u: CpuUse) -> float:
 SPIN = "n = 0\nfor i in range({loops}):\n    n += i * i\n"
 
 
-def machine_scaling(processes: int, loops: int = 6_000_000) -> float:
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    work: float  # N processes at once against one: work done per second of wall time
+    cpu_per_work: float  # N at once against one: CPU seconds one unit of work took
+
+
+def machine_scaling(processes: int, loops: int = 6_000_000) -> Scaling:
     """How much more CPU-bound work `processes` Python processes at once complete than one, per second, on this
-    machine now: the ceiling that the cores (shared with other work, perhaps with the host's other guests) set
-    for N servers, whatever the product does. A fixed loop in one process, then in N at once."""
+    machine now, and how much more CPU each unit of it took: the ceiling that the cores (shared with other work,
+    perhaps with the host's other guests) set for N servers, whatever the product does; the CPU per unit of work
+    rises when cores that share caches or a host are all busy, and a server's CPU per stream with it. A fixed
+    loop in one process, then in N at once."""
+    import resource
     import subprocess
     import sys
 
-    def wall(n: int) -> float:
-        started = time.monotonic()
+    def run(n: int) -> tuple[float, float]:
+        started, cpu_before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         spinners = [subprocess.Popen([sys.executable, "-c", SPIN.format(loops=loops)]) for _ in range(n)]
         for spinner in spinners:
             spinner.wait()
-        return time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = after.ru_utime + after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
+        return time.monotonic() - started, used / n
 
-    one = wall(1)
-    return processes * one / wall(processes)
+    wall_one, cpu_one = run(1)
+    wall_n, cpu_n = run(processes)
+    return Scaling(processes * wall_one / wall_n, cpu_n / cpu_one if cpu_one else math.nan)
