@@ -28,12 +28,13 @@ class StopWatch:
         """Set `wake` once `should_stop()` is true (looked at every `poll_s`) until `unwatch`; returns the token."""
         with self._lock:
             self._next += 1
-            self._watched[self._next] = (should_stop, wake)
+            token = self._next  # read under the lock: starting the thread below yields to other watchers
+            self._watched[token] = (should_stop, wake)
             start = not self._running
             self._running = True
         if start:
             threading.Thread(target=self._run, name="model-stop-watch", daemon=True).start()
-        return self._next
+        return token
 
     def unwatch(self, token: int) -> None:
         with self._lock:

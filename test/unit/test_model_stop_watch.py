@@ -68,3 +68,26 @@ def test_a_caller_waits_without_a_timer_and_a_stop_during_a_silent_endpoint_ends
     assert reply.finish_reason == "stopped" and time.monotonic() - started < 3
     assert None in _RecordingEvent.timeouts and openai_model._STOP_POLL_S not in _RecordingEvent.timeouts  # no poll
     assert model.stream_chat(messages=USER).content == "next"
+
+
+def test_a_request_watched_while_the_watch_thread_starts_keeps_its_own_token(monkeypatch):
+    # Under eventlet, starting the watch thread yields: another request may be watched meanwhile. Each must get
+    # its own token, or the first one's unwatch drops the second's switch and a stop never wakes it (a stopped
+    # sub-agent's request waited forever beside its master's).
+    watch = StopWatch(poll_s=0.01)
+    second_switch, second_woken = threading.Event(), threading.Event()
+    tokens: list[int] = []
+    real_thread = threading.Thread
+
+    class YieldingThread(real_thread):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            if not tokens:  # the yield inside the first start: the second request arrives
+                tokens.append(watch.watch(second_switch.is_set, second_woken))
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", YieldingThread)
+    first = watch.watch(lambda: False, threading.Event())
+    assert first != tokens[0]
+    watch.unwatch(first)  # the first request ends
+    second_switch.set()  # the second is stopped
+    assert second_woken.wait(5)
