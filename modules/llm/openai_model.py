@@ -19,6 +19,7 @@ from typing import Any
 import httpx2
 import openai
 
+from .client_pools import ClientPools
 from .errors import error_text, refuses_stream_options, retry_after, status_error, stream_error
 from .reply_builder import ReplyBuilder
 from .stop_watch import StopWatch
@@ -65,8 +66,8 @@ class _ReadToEnd(openai.Stream[object]):
 class OpenAIChatModel:
     """A ChatModel backed by an OpenAI-compatible HTTP endpoint.
 
-    One HTTP client per process, keeping up to `max_connections` connections alive: hundreds of
-    concurrent streams reuse their connections instead of opening a new one per request."""
+    One set of HTTP pools per process (client_pools.py), keeping up to `max_connections` connections alive:
+    hundreds of concurrent streams reuse their connections instead of opening a new one per request."""
 
     def __init__(
         self,
@@ -82,11 +83,14 @@ class OpenAIChatModel:
         max_connections: int = 1000,
         on_retry: Callable[[int, ModelError, float], None] | None = None,
     ) -> None:
-        limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        # timeout_s bounds each connect/read, so a slow but live stream is never cut off.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
-                                     http_client=openai.DefaultHttpxClient(limits=limits, timeout=timeout_s))
-        self.label = str(self._client.base_url).rstrip("/")
+        def client(connections: int) -> openai.OpenAI:
+            limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+            # timeout_s bounds each connect/read, so a slow but live stream is never cut off.
+            return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                                 http_client=openai.DefaultHttpxClient(limits=limits, timeout=timeout_s))
+
+        self._pools = ClientPools(max_connections, client)
+        self.label = str(self._pools.clients[0].base_url).rstrip("/")
         self._default_model = default_model or FALLBACK_MODEL
         self._timeout_s = timeout_s
         self._max_retries = max_retries
@@ -158,7 +162,8 @@ class OpenAIChatModel:
 
         def work() -> None:
             try:
-                publish(self._attempt_blocking(request, reply, should_stop, opened, publish))
+                with self._pools.client() as client:
+                    publish(self._attempt_blocking(client, request, reply, should_stop, opened, publish))
             except BaseException as exc:  # handed to the caller below
                 outcome["error"] = exc
             finally:
@@ -182,13 +187,14 @@ class OpenAIChatModel:
                 stream.close()
         return reply.stopped()
 
-    def _attempt_blocking(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool],
-                          opened: list[Any], publish: Callable[[ModelReply], None]) -> ModelReply:
+    def _attempt_blocking(self, client: openai.OpenAI, request: dict[str, Any], reply: ReplyBuilder,
+                          should_stop: Callable[[], bool], opened: list[Any],
+                          publish: Callable[[ModelReply], None]) -> ModelReply:
         try:
             # The client's own POST, not `chat.completions.create`: that one walks every message through the
             # SDK's typed-params transform (about 50 ms for 300 messages, on the server's event loop) to
             # produce the JSON our plain-dict messages already are; `object` chunks stay the endpoint's JSON.
-            stream = self._client.post("/chat/completions", body=request, cast_to=object, stream=True,
+            stream = client.post("/chat/completions", body=request, cast_to=object, stream=True,
                                        stream_cls=_ReadToEnd)
         except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
