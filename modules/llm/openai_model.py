@@ -195,7 +195,7 @@ class OpenAIChatModel:
             # SDK's typed-params transform (about 50 ms for 300 messages, on the server's event loop) to
             # produce the JSON our plain-dict messages already are; `object` chunks stay the endpoint's JSON.
             stream = client.post("/chat/completions", body=request, cast_to=object, stream=True,
-                                       stream_cls=_ReadToEnd)
+                                 stream_cls=_ReadToEnd)
         except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
         opened.append(stream)
