@@ -12,12 +12,19 @@ from modules.storage.models import Agent
 from modules.storage.records import now
 from modules.storage.results import rowcount
 
+# The statements every turn runs, built once: building one costs more CPU than running it on SQLite
+# (about 150 µs against 100), and every stream pays each of them (docs/ARCHITECTURE.md, "Statements built once").
+_OF_CONVERSATION = select(Agent).where(Agent.conversation_id == bindparam("conversation"))
+_ALL_OF_CONVERSATION = _OF_CONVERSATION.order_by(Agent.created_at, Agent.id)
+_MASTER = _OF_CONVERSATION.where(Agent.kind == "master")
+_OF_KIND = _OF_CONVERSATION.where(Agent.kind == bindparam("kind")).order_by(Agent.created_at)
+_LOCK_FOR_TURN = select(Agent).where(Agent.id == bindparam("agent")).with_for_update(key_share=True) \
+    .execution_options(populate_existing=True)
+
 
 def list_agents(db: Database, conversation_id: str) -> list[Agent]:
     with db.read() as s:
-        return list(s.scalars(
-            select(Agent).where(Agent.conversation_id == conversation_id).order_by(Agent.created_at, Agent.id)
-        ))
+        return list(s.scalars(_ALL_OF_CONVERSATION, {"conversation": conversation_id}))
 
 
 def get_agent(db: Database, agent_id: str) -> Agent | None:
@@ -27,9 +34,7 @@ def get_agent(db: Database, agent_id: str) -> Agent | None:
 
 def get_master(db: Database, conversation_id: str) -> Agent:
     with db.read() as s:
-        return s.scalars(
-            select(Agent).where(Agent.conversation_id == conversation_id, Agent.kind == "master")
-        ).one()
+        return s.scalars(_MASTER, {"conversation": conversation_id}).one()
 
 
 def find_agent(db: Database, conversation_id: str, ref: str) -> Agent | None:
@@ -58,8 +63,7 @@ def lock_terminated_in(session: Session, agent_id: str) -> bool | None:
 def lock_for_turn_in(session: Session, agent_id: str) -> Agent | None:
     """The agent, its row locked as `lock_terminated_in` locks it: read whole (as the transaction sees it now, not
     as its session cached it), for the start of its turn."""
-    return session.scalars(select(Agent).where(Agent.id == agent_id).with_for_update(key_share=True)
-                           .execution_options(populate_existing=True)).first()
+    return session.scalars(_LOCK_FOR_TURN, {"agent": agent_id}).first()
 
 
 def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | None:
@@ -77,6 +81,10 @@ AGENTS = cast(Table, Agent.__table__)
 # Built once (a send's hot statement), executed on the session's connection without the ORM.
 _LOCK_RECEIVERS = select(AGENTS.c.id, AGENTS.c.display_name, AGENTS.c.terminated, AGENTS.c.state) \
     .where(AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
+
+
+_SET_STATE = AGENTS.update().where(AGENTS.c.id == bindparam("agent"), AGENTS.c.version == bindparam("read")) \
+    .values(state=bindparam("new_state"), version=bindparam("next"), updated_at=bindparam("at"))
 
 
 def lock_many_for_queueing_in(session: Session, agent_ids: set[str]) -> dict[str, ReceiverRow]:
@@ -100,8 +108,7 @@ def insert_agent(db: Database, agent: Agent) -> None:
 
 def list_of_kind(db: Database, conversation_id: str, kind: str) -> list[Agent]:
     with db.read() as s:
-        return list(s.scalars(select(Agent).where(Agent.conversation_id == conversation_id, Agent.kind == kind)
-                              .order_by(Agent.created_at)))
+        return list(s.scalars(_OF_KIND, {"conversation": conversation_id, "kind": kind}))
 
 
 def has_child_in_states(db: Database, parent_id: str, states: tuple[str, ...]) -> bool:
@@ -119,11 +126,8 @@ def mark_terminated_in(session: Session, agent_id: str, kind: str) -> bool:
 
 def set_state_in(session: Session, agent_id: str, version: int, state: str) -> bool:
     """Compare-and-set of an agent's state on its version (modules/multi_agent/agent_state.py decides which)."""
-    return rowcount(session.execute(
-        update(Agent).where(Agent.id == agent_id, Agent.version == version)
-        .values(state=state, version=version + 1, updated_at=now())
-        .execution_options(synchronize_session=False)
-    )) == 1
+    return rowcount(session.execute(_SET_STATE, {"agent": agent_id, "read": version, "new_state": state,
+                                                "next": version + 1, "at": now()})) == 1
 
 
 def reread_in(session: Session, agent_id: str) -> Agent | None:

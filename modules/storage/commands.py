@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import FINISHED_COMMAND_STATUSES, CommandStatus
@@ -71,7 +71,15 @@ def list_for_conversation(db: Database, conversation_id: str) -> list[Background
                               .order_by(BackgroundCommand.created_at)))
 
 
+# Asked at every turn's end: built once (modules/storage/agents.py says why).
+_RUNNING_IN_CONVERSATION = select(BackgroundCommand.id).where(
+    BackgroundCommand.status == RUNNING, BackgroundCommand.conversation_id == bindparam("conversation")).limit(1)
+
+
 def any_running(db: Database, conversation_id: str | None = None, agent_id: str | None = None) -> bool:
+    if conversation_id is not None and agent_id is None:
+        with db.read() as s:
+            return s.scalars(_RUNNING_IN_CONVERSATION, {"conversation": conversation_id}).first() is not None
     query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
     if conversation_id is not None:
         query = query.where(BackgroundCommand.conversation_id == conversation_id)

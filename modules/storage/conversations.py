@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
-from sqlalchemy import delete, exists, func, or_, select, update
+from sqlalchemy import Table, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import AgentState, CommandStatus
@@ -25,6 +25,13 @@ from modules.storage.records import new_id, now
 from modules.storage.results import rowcount
 from modules.storage.tasks import ACTIVE_STATUSES
 from modules.storage.unrouted import ROUTING
+
+# Statements every send runs, built once (modules/storage/agents.py says why).
+_BY_ID = select(Conversation).where(Conversation.id == bindparam("conversation"))
+_CONVERSATIONS = cast(Table, Conversation.__table__)
+_TOUCH = _CONVERSATIONS.update().where(_CONVERSATIONS.c.id == bindparam("conversation")) \
+    .values(updated_at=bindparam("at"))
+_TOUCH_TITLED = _TOUCH.values(title=bindparam("new_title"))
 
 
 def create_conversation(db: Database, user_id: int, title: str,
@@ -47,7 +54,7 @@ def get_conversation(db: Database, conversation_id: str, user_id: int | None = N
     """The conversation, or None when it does not exist or belongs to another user; asked for a user, a
     deleted conversation is None too (the server's own work winding down still reads it)."""
     with db.read() as s:
-        conv = s.get(Conversation, conversation_id)
+        conv = s.scalars(_BY_ID, {"conversation": conversation_id}).first()
     if conv is None or (user_id is not None and (conv.user_id != user_id or conv.deleted_at is not None)):
         return None
     return conv
@@ -129,7 +136,5 @@ def touch_conversation(db: Database, conversation_id: str, title: str | None = N
 
 def touch_conversation_in(session: Session, conversation_id: str, title: str | None = None) -> None:
     """`touch_conversation` inside the caller's transaction (a send: with its held message)."""
-    values: dict[str, Any] = {"updated_at": now()}
-    if title is not None:
-        values["title"] = title
-    session.execute(update(Conversation).where(Conversation.id == conversation_id).values(**values))
+    params = {"conversation": conversation_id, "at": now(), "new_title": title}
+    session.execute(_TOUCH if title is None else _TOUCH_TITLED, params)

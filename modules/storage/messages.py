@@ -21,6 +21,18 @@ HISTORY = cast(Table, Message.__table__)
 # An append's statements, built once and executed on the session's connection without the ORM.
 _LAST_SEQ = select(func.max(HISTORY.c.seq)).where(HISTORY.c.agent_id == bindparam("agent"))
 _APPEND = HISTORY.insert()
+# The reads of every turn, built once (modules/storage/agents.py says why).
+_OF_AGENT = select(Message).where(Message.agent_id == bindparam("agent")).order_by(Message.seq)
+_FROM_SEQ = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq >= bindparam("first")) \
+    .order_by(Message.seq)
+_TAIL = select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id, Message.meta) \
+    .where(Message.agent_id == bindparam("agent"), Message.seq > bindparam("after")).order_by(Message.seq)
+_LAST_WRITTEN = select(func.max(HISTORY.c.created_at)).where(HISTORY.c.agent_id == bindparam("agent"))
+_CALLS_AND_RESULTS = select(Message).where(Message.agent_id == bindparam("agent"),
+                                           Message.role.in_(("assistant", "tool"))).order_by(Message.seq)
+_RECENT_CHAT = select(Message).where(Message.conversation_id == bindparam("conversation"),
+                                     Message.role.in_(("user", "assistant")), Message.content.is_not(None)) \
+    .order_by(Message.id.desc()).limit(bindparam("limit"))
 
 
 @dataclass
@@ -100,7 +112,14 @@ def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: l
 
 def list_messages(db: Database, agent_id: str) -> list[Message]:
     with db.read() as s:
-        return list(s.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
+        return list(s.scalars(_OF_AGENT, {"agent": agent_id}))
+
+
+def messages_from(db: Database, agent_id: str, first_seq: int) -> list[Message]:
+    """The agent's entries from `first_seq` on (a turn's own, from the first message it drained): what a turn's
+    end reads of the history costs what the turn wrote, not the whole conversation's length."""
+    with db.read() as s:
+        return list(s.scalars(_FROM_SEQ, {"agent": agent_id, "first": first_seq}))
 
 
 def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:
@@ -108,23 +127,17 @@ def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tupl
     model's view needs: read by the (agent_id, seq) index, so a request's cost follows the tail, not the
     whole history."""
     with db.read() as s:
-        return list(s.execute(
-            select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id,
-                   Message.meta)
-            .where(Message.agent_id == agent_id, Message.seq > after_seq).order_by(Message.seq)))
+        return list(s.execute(_TAIL, {"agent": agent_id, "after": after_seq}))
 
 
 def last_written_at_in(session: Session, agent_id: str) -> float:
     """When the agent's newest history entry was written (0 for an empty history)."""
-    return session.scalar(select(func.max(Message.created_at)).where(Message.agent_id == agent_id)) or 0.0
+    return session.scalar(_LAST_WRITTEN, {"agent": agent_id}) or 0.0
 
 
 def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
     """Tool calls of the agent's assistant messages that have no `tool` result yet."""
-    rows = session.scalars(
-        select(Message).where(Message.agent_id == agent_id, Message.role.in_(("assistant", "tool")))
-        .order_by(Message.seq)
-    )
+    rows = session.scalars(_CALLS_AND_RESULTS, {"agent": agent_id})
     open_calls: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.role == "assistant":
@@ -138,11 +151,7 @@ def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
 def recent_chat(db: Database, conversation_id: str, limit: int = 12) -> list[Message]:
     """The latest user and assistant texts of every agent of a conversation, oldest first."""
     with db.read() as s:
-        rows = list(s.scalars(
-            select(Message).where(Message.conversation_id == conversation_id, Message.role.in_(("user", "assistant")),
-                                  Message.content.is_not(None))
-            .order_by(Message.id.desc()).limit(limit * 2)
-        ))
+        rows = list(s.scalars(_RECENT_CHAT, {"conversation": conversation_id, "limit": limit * 2}))
     chat = [m for m in rows if m.typed_meta.visibility in (None, Visibility.CHAT)][:limit]
     return list(reversed(chat))
 

@@ -36,6 +36,9 @@ _RETURNING_DIALECTS = ("sqlite", "postgresql")  # INSERT/UPDATE .. RETURNING (Ma
 _CONSUME = QUEUE.update().values(status=CONSUMED, consumed_by=bindparam("token"), consumed_at=bindparam("at"))
 _DRAIN = _CONSUME.where(QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.status == QUEUED) \
     .returning(*QUEUE_COLUMNS)
+_QUEUED_FOR = (QUEUE.c.target_agent_id == bindparam("agent")) & (QUEUE.c.status == QUEUED)
+_HAS_QUEUED = select(exists().where(_QUEUED_FOR))
+_QUEUED_COUNT = select(func.count()).select_from(QUEUE).where(_QUEUED_FOR)
 
 
 @functools.cache
@@ -48,21 +51,21 @@ def _insert_new(dialect: str) -> Insert:
     return upsert.on_duplicate_key_update(id=upsert.inserted.id)
 
 
-def queue_rows(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def queue_rows(messages: list[dict[str, Any]], status: QueueStatus = QUEUED) -> list[dict[str, Any]]:
     """The table's rows for `PendingMessageRow` column values, each id once (the first), in list order."""
     rows: dict[str, dict[str, Any]] = {}
     for values in messages:
         if values["id"] not in rows:
-            row = {**values, "status": QUEUED}
+            row = {**values, "status": status}
             row["metadata"] = row.pop("meta")
             rows[values["id"]] = row
     return list(rows.values())
 
 
-def queue_in(session: Session, messages: list[dict[str, Any]]) -> None:
+def queue_in(session: Session, messages: list[dict[str, Any]], status: QueueStatus = QUEUED) -> None:
     """Add the messages whose ids are new, in list order (so in `seq` order), with one statement; a send's,
     which needs no answer of which were new (delivery is the same either way)."""
-    rows = queue_rows(messages)
+    rows = queue_rows(messages, status)
     if rows:
         insert_rows(session.connection(), QUEUE, rows, _insert_new(session.get_bind().dialect.name),
                     skip_existing="id")
@@ -160,8 +163,7 @@ def has_queued(db: Database, agent_id: str) -> bool:
 
 
 def has_queued_in(session: Session, agent_id: str) -> bool:
-    return bool(session.scalar(select(exists().where(PendingMessageRow.target_agent_id == agent_id,
-                                                     PendingMessageRow.status == QUEUED))))
+    return bool(session.scalar(_HAS_QUEUED, {"agent": agent_id}))
 
 
 def list_queued(db: Database, agent_id: str) -> list[PendingMessageRow]:
@@ -228,8 +230,7 @@ def waiting_user_messages(db: Database, conversation_id: str, statuses: tuple[st
 
 def queued_count(db: Database, agent_id: str) -> int:
     with db.read() as s:
-        return s.scalar(select(func.count()).select_from(PendingMessageRow).where(
-            PendingMessageRow.target_agent_id == agent_id, PendingMessageRow.status == QUEUED)) or 0
+        return s.scalar(_QUEUED_COUNT, {"agent": agent_id}) or 0
 
 
 def queued_total(db: Database) -> int:

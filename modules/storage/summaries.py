@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 
 from modules.storage.db import Database
 from modules.storage.models import ContextSummary
@@ -36,14 +36,16 @@ class SummaryDraft:
     task_id: str | None = None
 
 
+# Read before every model request: built once (modules/storage/agents.py says why).
+_LATEST = select(ContextSummary.summary_id, ContextSummary.through_seq, ContextSummary.content,
+                 ContextSummary.summarised_messages, ContextSummary.tokens_before, ContextSummary.tokens_after) \
+    .where(ContextSummary.agent_id == bindparam("agent")).order_by(ContextSummary.id.desc()).limit(1)
+
+
 def latest(db: Database, agent_id: str) -> Summary | None:
     """The agent's newest summary: one indexed row, however long the history."""
     with db.read() as s:
-        row = s.execute(
-            select(ContextSummary.summary_id, ContextSummary.through_seq, ContextSummary.content,
-                   ContextSummary.summarised_messages, ContextSummary.tokens_before, ContextSummary.tokens_after)
-            .where(ContextSummary.agent_id == agent_id).order_by(ContextSummary.id.desc()).limit(1)
-        ).first()
+        row = s.execute(_LATEST, {"agent": agent_id}).first()
     return None if row is None else Summary(*row)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Table, Update, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from modules.event_catalogue import SuggestionsEvent
@@ -20,6 +21,14 @@ PENDING, RUNNING = TaskStatus.PENDING, TaskStatus.RUNNING
 SUCCEEDED, FAILED, STOPPED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.STOPPED
 ACTIVE_STATUSES = ACTIVE_TASK_STATUSES
 FINAL_STATUSES = FINAL_TASK_STATUSES
+
+TASKS = cast(Table, Task.__table__)
+# Statements every turn runs, built once (modules/storage/agents.py says why).
+_STILL_OWNED = select(func.count()).select_from(TASKS).where(
+    TASKS.c.id == bindparam("task"), TASKS.c.owner == bindparam("owner"), TASKS.c.status.in_(ACTIVE_STATUSES))
+_ACTIVE_OF_AGENT = select(TASKS.c.id).where(TASKS.c.agent_id == bindparam("agent"),
+                                            TASKS.c.status.in_(ACTIVE_STATUSES)) \
+    .order_by(TASKS.c.created_at.desc()).limit(1)
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
@@ -71,12 +80,20 @@ def set_task_status_in(session: Session, task_id: str, status: str, *, error: di
         values["finished_at"] = now()
     if error is not None:
         values["error"] = error
-    query = update(Task).where(Task.id == task_id)
+    statement = _status_update(tuple(values), expected or (), owner is not None)
+    params = {f"new_{column}": value for column, value in values.items()}
+    return rowcount(session.execute(statement, {**params, "task": task_id, "by_owner": owner})) == 1
+
+
+@lru_cache(maxsize=64)
+def _status_update(columns: tuple[str, ...], expected: tuple[str, ...], by_owner: bool) -> Update:
+    """`set_task_status_in`'s statement for one shape of its arguments, built once."""
+    query = TASKS.update().where(TASKS.c.id == bindparam("task"))
     if expected:
-        query = query.where(Task.status.in_(expected))
-    if owner is not None:
-        query = query.where(Task.owner == owner)
-    return rowcount(session.execute(query.values(**values))) == 1
+        query = query.where(TASKS.c.status.in_(expected))
+    if by_owner:
+        query = query.where(TASKS.c.owner == bindparam("by_owner"))
+    return query.values({column: bindparam(f"new_{column}") for column in columns})
 
 
 def next_event_idx(db: Database, task_id: str) -> int:
@@ -130,15 +147,13 @@ def active_task_of_agent(db: Database, agent_id: str) -> str | None:
 
 
 def active_task_of_agent_in(s: Session, agent_id: str) -> str | None:
-    return s.scalars(select(Task.id).where(Task.agent_id == agent_id, Task.status.in_(ACTIVE_STATUSES))
-                     .order_by(Task.created_at.desc()).limit(1)).first()
+    return s.scalars(_ACTIVE_OF_AGENT, {"agent": agent_id}).first()
 
 
 def still_owned(db: Database, task_id: str, owner: str) -> bool:
     """Whether the task is still in progress under this owner (not taken over by another process)."""
     with db.read() as s:
-        return s.scalar(select(func.count()).select_from(Task).where(
-            Task.id == task_id, Task.owner == owner, Task.status.in_(ACTIVE_STATUSES))) == 1
+        return s.scalar(_STILL_OWNED, {"task": task_id, "owner": owner}) == 1
 
 
 def offered_suggestions(db: Database, task_id: str, reply_message_id: str | None) -> list[str]:

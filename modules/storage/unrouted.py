@@ -9,35 +9,36 @@ the same row only one queues it. `seq` keeps the order of a conversation's sends
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
-from sqlalchemy import select, update
+from sqlalchemy import Update, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import QueueStatus
 from modules.storage.db import Database
 from modules.storage.message_meta import RoutedTo
 from modules.storage.models import PendingMessageRow
-from modules.storage.pending_messages import QUEUED
+from modules.storage.pending_messages import QUEUED, queue_in
 from modules.storage.results import rowcount
 
 ROUTING: Final = QueueStatus.ROUTING
+# Every send runs these: built once (modules/storage/agents.py says why).
+_UNROUTED = select(PendingMessageRow).where(PendingMessageRow.conversation_id == bindparam("conversation"),
+                                            PendingMessageRow.status == ROUTING).order_by(PendingMessageRow.seq)
+_BY_ID = select(PendingMessageRow).where(PendingMessageRow.id == bindparam("id"))
 
 
-def store_in(session: Session, values: dict[str, Any]) -> bool:
-    """Hold a message for routing unless one with its id exists (a retried send is stored once)."""
-    if session.scalar(select(PendingMessageRow.seq).where(PendingMessageRow.id == values["id"])) is not None:
-        return False
-    session.add(PendingMessageRow(**values, status=ROUTING))
-    return True
+def store_in(session: Session, values: dict[str, Any]) -> None:
+    """Hold a message for routing unless one with its id exists (a retried send is stored once): one INSERT
+    that skips a known id, as a send's."""
+    queue_in(session, [values], ROUTING)
 
 
 def unrouted(db: Database, conversation_id: str) -> list[PendingMessageRow]:
     """The conversation's messages still waiting for a route, in the order they were sent."""
     with db.read() as s:
-        return list(s.scalars(select(PendingMessageRow).where(PendingMessageRow.conversation_id == conversation_id,
-                                                              PendingMessageRow.status == ROUTING)
-                              .order_by(PendingMessageRow.seq)))
+        return list(s.scalars(_UNROUTED, {"conversation": conversation_id}))
 
 
 def conversations_with_unrouted(db: Database) -> list[str]:
@@ -48,10 +49,17 @@ def conversations_with_unrouted(db: Database) -> list[str]:
 
 def release_in(session: Session, message_id: str, values: dict[str, Any]) -> bool:
     """Queue a held message for the receiver in `values`; False when it was released already."""
-    done = session.execute(update(PendingMessageRow)
-                           .where(PendingMessageRow.id == message_id, PendingMessageRow.status == ROUTING)
-                           .values(**values, status=QUEUED))
-    return rowcount(done) == 1
+    params = {f"new_{key}": value for key, value in values.items()}
+    return rowcount(session.execute(_release(tuple(values)), {**params, "held": message_id})) == 1
+
+
+@functools.lru_cache(maxsize=16)
+def _release(attributes: tuple[str, ...]) -> Update:
+    """`release_in`'s statement for the attributes it sets, built once."""
+    return update(PendingMessageRow) \
+        .where(PendingMessageRow.id == bindparam("held"), PendingMessageRow.status == ROUTING) \
+        .values({getattr(PendingMessageRow, name): bindparam(f"new_{name}") for name in attributes}) \
+        .values(status=QUEUED).execution_options(synchronize_session=False)
 
 
 def record_delivery(db: Database, message_id: str, routed: RoutedTo) -> None:
@@ -62,6 +70,6 @@ def record_delivery(db: Database, message_id: str, routed: RoutedTo) -> None:
 
 def record_delivery_in(session: Session, message_id: str, routed: RoutedTo) -> None:
     """`record_delivery` inside the caller's transaction (the group commit's, in the routing inbox)."""
-    row = session.scalars(select(PendingMessageRow).where(PendingMessageRow.id == message_id)).first()
+    row = session.scalars(_BY_ID, {"id": message_id}).first()
     if row is not None:
         row.meta = row.typed_meta.merged(routed=routed).dump()

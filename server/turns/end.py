@@ -39,6 +39,7 @@ from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
+from modules.storage.models import Message
 from modules.storage.retry import until_answered
 from modules.sub_agent.manager import TurnResult
 from server.sender import TaskEventSender
@@ -130,7 +131,7 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
     # the user had with it directly, nor for one its master terminated).
-    final = next((m.content for m in reversed(message_store.list_messages(rt.db, turn.agent_id))
+    final = next((m.content for m in reversed(_turn_messages(rt, turn))
                   if m.role == "assistant" and m.content and m.typed_meta.task_id == turn.task_id), "")
     result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
                         error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - turn.started)
@@ -195,11 +196,15 @@ def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome
                                          read=agent)
 
 
+def _turn_messages(rt: TurnRuntime, turn: Turn) -> list[Message]:
+    """The turn's own history entries, from the first message its start drained (not the whole history)."""
+    return message_store.messages_from(rt.db, turn.agent_id, turn.drained[0].seq if turn.drained else 0)
+
+
 def _suggest(rt: TurnRuntime, turn: Turn) -> None:
     """Suggestions follow a reply to the user: a turn that a user message started or joined."""
-    history = message_store.list_messages(rt.db, turn.agent_id)
-    start = turn.drained[0].seq
-    user = [m for m in history if m.seq >= start and m.role == "user" and m.typed_meta.source == MessageSource.USER]
+    history = _turn_messages(rt, turn)
+    user = [m for m in history if m.role == "user" and m.typed_meta.source == MessageSource.USER]
     reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
                   and m.typed_meta.task_id == turn.task_id), None)
     if not user or reply is None:

@@ -24,18 +24,20 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import INJECTED_INLINE, TRIGGERED_NEW_TURN, PendingMessage, RouteResult
 from modules.statuses import MessageSource, Route
 from modules.storage import agents as agent_store
+from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage import unrouted
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
+from modules.storage.messages import MessageDraft
 from modules.tracing import Tracing
 from modules.usage.budgets import Budgets
 from modules.usage.ledger import UsageLedger
 from server.api.request_models import SendMessageBody
 from server.chat_service import ChatService
 from server.routing_inbox import RoutingInbox
-from server.turns.end import _read_facts
+from server.turns.end import _read_facts, _suggest
 from server.turns.event_log import EventLog
 from server.turns.types import SUCCEEDED, TurnOutcome
 from server.turns.waiters import TurnWaiters
@@ -187,3 +189,26 @@ def test_a_send_without_a_client_message_id_looks_for_no_earlier_copy_and_tells_
     with statements(t.db) as seen:
         assert ledger.user_of(t.conv.id) == t.conv.user_id
     assert seen == []
+
+
+def test_a_turns_suggestions_read_the_turns_own_entries_not_the_whole_history(team):
+    """Hours of conversation made every turn's end read every entry the agent ever had (issue 26)."""
+    t = team
+    old = [MessageDraft(role="user" if i % 2 == 0 else "assistant", content=f"old {i}",
+                        meta=MessageMeta(source=MessageSource.USER)) for i in range(40)]
+    message_store.append_messages(t.db, t.conv.id, t.master.id, old)
+    drained = message_store.append_messages(t.db, t.conv.id, t.master.id, [
+        MessageDraft(role="user", content="new question", meta=MessageMeta(source=MessageSource.USER))])
+    message_store.append_messages(t.db, t.conv.id, t.master.id, [
+        MessageDraft(role="assistant", content="new answer", meta=MessageMeta(task_id="task-1"))])
+    schedule = Calls()
+    rt = SimpleNamespace(db=t.db, suggestions=SimpleNamespace(schedule=lambda **kw: schedule(kw)))
+    turn = SimpleNamespace(agent_id=t.master.id, conversation_id=t.conv.id, task_id="task-1", drained=drained)
+
+    with statements(t.db) as seen:
+        _suggest(rt, turn)
+
+    [(asked,)] = schedule.calls
+    assert {"new question", "new answer"} <= set(asked.values())  # the user's message and the reply
+    [read] = [x for x in seen if x.startswith("SELECT")]
+    assert "messages.seq >=" in read
