@@ -38,6 +38,10 @@ _DRAIN = _CONSUME.where(QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.s
     .returning(*QUEUE_COLUMNS)
 _QUEUED_FOR = (QUEUE.c.target_agent_id == bindparam("agent")) & (QUEUE.c.status == QUEUED)
 _HAS_QUEUED = select(exists().where(_QUEUED_FOR))
+_REQUEUE_ANSWERS = QUEUE.update().where(  # at every turn's end
+    QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.status == CONSUMED,
+    QUEUE.c.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"), QUEUE.c.consumed_at > bindparam("since")) \
+    .values(status=QUEUED, consumed_by=None, consumed_at=None)
 _QUEUED_COUNT = select(func.count()).select_from(QUEUE).where(_QUEUED_FOR)
 
 
@@ -130,13 +134,7 @@ def discard_in(session: Session, agent_id: str, reason: str) -> int:
 def requeue_answers_taken_after_in(session: Session, agent_id: str, since: float) -> int:
     """Answers that a blocked ask of the agent took after `since` (its last history entry): their process
     died before it wrote them into the history as the ask's result, so they go back to the queue."""
-    return rowcount(session.execute(
-        update(PendingMessageRow).where(PendingMessageRow.target_agent_id == agent_id,
-                                        PendingMessageRow.status == CONSUMED,
-                                        PendingMessageRow.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"),
-                                        PendingMessageRow.consumed_at > since)
-        .values(status=QUEUED, consumed_by=None, consumed_at=None)
-    ))
+    return rowcount(session.execute(_REQUEUE_ANSWERS, {"agent": agent_id, "since": since}))
 
 
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:

@@ -17,16 +17,17 @@ from sqlalchemy.orm import Session
 
 from modules.statuses import QueueStatus
 from modules.storage.db import Database
-from modules.storage.message_meta import RoutedTo
+from modules.storage.message_meta import MessageMeta, RoutedTo
 from modules.storage.models import PendingMessageRow
-from modules.storage.pending_messages import QUEUED, queue_in
+from modules.storage.pending_messages import QUEUE, QUEUED, queue_in
 from modules.storage.results import rowcount
 
 ROUTING: Final = QueueStatus.ROUTING
 # Every send runs these: built once (modules/storage/agents.py says why).
 _UNROUTED = select(PendingMessageRow).where(PendingMessageRow.conversation_id == bindparam("conversation"),
                                             PendingMessageRow.status == ROUTING).order_by(PendingMessageRow.seq)
-_BY_ID = select(PendingMessageRow).where(PendingMessageRow.id == bindparam("id"))
+_META = select(PendingMessageRow.meta).where(PendingMessageRow.id == bindparam("id"))
+_SET_META = QUEUE.update().where(QUEUE.c.id == bindparam("held")).values(metadata=bindparam("new_meta"))
 
 
 def store_in(session: Session, values: dict[str, Any]) -> None:
@@ -70,6 +71,7 @@ def record_delivery(db: Database, message_id: str, routed: RoutedTo) -> None:
 
 def record_delivery_in(session: Session, message_id: str, routed: RoutedTo) -> None:
     """`record_delivery` inside the caller's transaction (the group commit's, in the routing inbox)."""
-    row = session.scalars(_BY_ID, {"id": message_id}).first()
+    row = session.execute(_META, {"id": message_id}).first()
     if row is not None:
-        row.meta = row.typed_meta.merged(routed=routed).dump()
+        meta = MessageMeta.load(row.meta).merged(routed=routed)
+        session.execute(_SET_META, {"held": message_id, "new_meta": meta.dump()})
