@@ -27,9 +27,9 @@ _FROM_SEQ = select(Message).where(Message.agent_id == bindparam("agent"), Messag
     .order_by(Message.seq)
 _TAIL = select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id, Message.meta) \
     .where(Message.agent_id == bindparam("agent"), Message.seq > bindparam("after")).order_by(Message.seq)
-_LAST_WRITTEN = select(func.max(HISTORY.c.created_at)).where(HISTORY.c.agent_id == bindparam("agent"))
-_CALLS_AND_RESULTS = select(Message).where(Message.agent_id == bindparam("agent"),
-                                           Message.role.in_(("assistant", "tool"))).order_by(Message.seq)
+_CALLS_AND_RESULTS = select(Message.role, Message.tool_calls, Message.tool_call_id) \
+    .where(Message.agent_id == bindparam("agent"), Message.role.in_(("assistant", "tool")),
+           Message.seq >= bindparam("first")).order_by(Message.seq)
 _RECENT_CHAT = select(Message).where(Message.conversation_id == bindparam("conversation"),
                                      Message.role.in_(("user", "assistant")), Message.content.is_not(None)) \
     .order_by(Message.id.desc()).limit(bindparam("limit"))
@@ -130,14 +130,10 @@ def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tupl
         return list(s.execute(_TAIL, {"agent": agent_id, "after": after_seq}))
 
 
-def last_written_at_in(session: Session, agent_id: str) -> float:
-    """When the agent's newest history entry was written (0 for an empty history)."""
-    return session.scalar(_LAST_WRITTEN, {"agent": agent_id}) or 0.0
-
-
-def open_tool_calls_in(session: Session, agent_id: str) -> list[dict[str, Any]]:
-    """Tool calls of the agent's assistant messages that have no `tool` result yet."""
-    rows = session.scalars(_CALLS_AND_RESULTS, {"agent": agent_id})
+def open_tool_calls_in(session: Session, agent_id: str, first_seq: int = 0) -> list[dict[str, Any]]:
+    """Tool calls of the agent's assistant messages from `first_seq` on that have no `tool` result yet (a turn
+    starts with none open: the end of the one before, or recovery, closed them); without their texts."""
+    rows = session.execute(_CALLS_AND_RESULTS, {"agent": agent_id, "first": first_seq})
     open_calls: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.role == "assistant":

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from modules.statuses import MessageSource, QueueStatus
 from modules.storage.bulk_insert import insert_rows
 from modules.storage.db import Database
-from modules.storage.models import PendingMessageRow
+from modules.storage.models import Message, PendingMessageRow
 from modules.storage.records import ASK_CONSUMER_PREFIX, now
 from modules.storage.results import rowcount
 
@@ -38,9 +38,10 @@ _DRAIN = _CONSUME.where(QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.s
     .returning(*QUEUE_COLUMNS)
 _QUEUED_FOR = (QUEUE.c.target_agent_id == bindparam("agent")) & (QUEUE.c.status == QUEUED)
 _HAS_QUEUED = select(exists().where(_QUEUED_FOR))
+_LAST_WRITTEN = select(func.coalesce(func.max(Message.created_at), 0.0)).where(Message.agent_id == bindparam("agent"))
 _REQUEUE_ANSWERS = QUEUE.update().where(  # at every turn's end
     QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.status == CONSUMED,
-    QUEUE.c.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"), QUEUE.c.consumed_at > bindparam("since")) \
+    QUEUE.c.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"), QUEUE.c.consumed_at > _LAST_WRITTEN.scalar_subquery()) \
     .values(status=QUEUED, consumed_by=None, consumed_at=None)
 _QUEUED_COUNT = select(func.count()).select_from(QUEUE).where(_QUEUED_FOR)
 
@@ -131,10 +132,11 @@ def discard_in(session: Session, agent_id: str, reason: str) -> int:
     ))
 
 
-def requeue_answers_taken_after_in(session: Session, agent_id: str, since: float) -> int:
-    """Answers that a blocked ask of the agent took after `since` (its last history entry): their process
-    died before it wrote them into the history as the ask's result, so they go back to the queue."""
-    return rowcount(session.execute(_REQUEUE_ANSWERS, {"agent": agent_id, "since": since}))
+def requeue_unwritten_answers_in(session: Session, agent_id: str) -> int:
+    """Answers that a blocked ask of the agent took after its last history entry: their process died before it
+    wrote them into the history as the ask's result, so they go back to the queue (one statement: the last
+    entry's time is read by the UPDATE itself)."""
+    return rowcount(session.execute(_REQUEUE_ANSWERS, {"agent": agent_id}))
 
 
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:

@@ -15,7 +15,7 @@ def new_id() -> str:
 
 
 # `consumed_by` of a queued message that a blocked ask took: the prefix, then the question id. The router
-# writes it (`ask_consumer`); recovery finds such answers by it (pending_messages.requeue_answers_taken_after_in).
+# writes it (`ask_consumer`); recovery finds such answers by it (pending_messages.requeue_unwritten_answers_in).
 ASK_CONSUMER_PREFIX = "ask:"
 
 

@@ -164,9 +164,9 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
             and task.error == outcome.error
         return _Ended(None, []) if mine else None
     close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
-                             _CLOSE_REASONS.get(outcome.status, _FAILED_REASON))
+                             _CLOSE_REASONS.get(outcome.status, _FAILED_REASON), first_seq=_first_seq(turn))
     # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
-    queue.requeue_answers_taken_after_in(s, turn.agent_id, message_store.last_written_at_in(s, turn.agent_id))
+    queue.requeue_unwritten_answers_in(s, turn.agent_id)
     change = _release_in(rt, s, turn.agent_id, outcome)
     events: list[Event] = []
     if change is not None:
@@ -196,9 +196,14 @@ def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome
                                          read=agent)
 
 
+def _first_seq(turn: Turn) -> int:
+    """Where the turn's own history entries begin: the first message its start drained. What a turn's end reads
+    of the history follows what the turn wrote, not the length of the conversation."""
+    return turn.drained[0].seq if turn.drained else 0
+
+
 def _turn_messages(rt: TurnRuntime, turn: Turn) -> list[Message]:
-    """The turn's own history entries, from the first message its start drained (not the whole history)."""
-    return message_store.messages_from(rt.db, turn.agent_id, turn.drained[0].seq if turn.drained else 0)
+    return message_store.messages_from(rt.db, turn.agent_id, _first_seq(turn))
 
 
 def _suggest(rt: TurnRuntime, turn: Turn) -> None:

@@ -46,12 +46,14 @@ def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> Messag
 
 
 def close_open_tool_calls_in(s: Session, conversation_id: str, agent_id: str, reason: str,
-                             extra: Callable[[str], dict[str, Any]] = lambda call_id: {}) -> list[Message]:
+                             extra: Callable[[str], dict[str, Any]] = lambda call_id: {},
+                             first_seq: int = 0) -> list[Message]:
     """Give every tool call still without a result one, so the agent's next model request is valid;
-    `extra(call_id)` adds what is left of the call (recovery: a killed command's partial output)."""
+    `extra(call_id)` adds what is left of the call (recovery: a killed command's partial output); `first_seq`:
+    the turn's first entry (a turn's end looks at its own calls only)."""
     drafts = [
         tool_result_draft(call["id"], call["function"]["name"],
                           {"success": False, "error": reason, **extra(call["id"])})
-        for call in message_store.open_tool_calls_in(s, agent_id)
+        for call in message_store.open_tool_calls_in(s, agent_id, first_seq)
     ]
     return message_store.append_in(s, conversation_id, agent_id, drafts) if drafts else []

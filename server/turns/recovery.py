@@ -19,7 +19,6 @@ from modules.event_catalogue import ErrorEvent, Event, TaskEndEvent
 from modules.multi_agent import agent_state
 from modules.multi_agent.pending import PendingMessage
 from modules.storage import agents as agent_store
-from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.models import Task
@@ -95,8 +94,7 @@ class Recovery:
             if free:
                 # An answer its ask took but never wrote down goes back to the queue: the agent's next turn
                 # reads it.
-                queue.requeue_answers_taken_after_in(s, task.agent_id,
-                                                     message_store.last_written_at_in(s, task.agent_id))
+                queue.requeue_unwritten_answers_in(s, task.agent_id)
                 close_open_tool_calls_in(s, task.conversation_id, task.agent_id, call_reason,
                                          self._partial_output(task.agent_id))
                 released = rt.agent_states.transition_in(s, task.agent_id, agent_state.IDLE, force=True)

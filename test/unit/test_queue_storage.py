@@ -7,10 +7,11 @@ import pytest
 from sqlalchemy import update
 
 from modules.statuses import MessageSource
-from modules.storage import conversations
+from modules.storage import conversations, messages
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
-from modules.storage.models import PendingMessageRow
+from modules.storage.messages import MessageDraft
+from modules.storage.models import Message, PendingMessageRow
 from modules.storage.records import new_id, now
 from modules.storage.unrouted import ROUTING, store_in
 from modules.storage.users import get_or_create_user
@@ -99,8 +100,10 @@ def test_answers_taken_by_an_ask_after_the_last_write_go_back(team):
         queue.take_in(s, ids[4], consumed_by="ask:late")  # another agent's
         queue.take_in(s, ids[3], consumed_by="ask:same-instant")
         s.execute(update(PendingMessageRow).where(PendingMessageRow.id == ids[3]).values(consumed_at=since))
+    [last] = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content="last entry")])
     with db.write() as s:  # taken at the instant of the last write: written with it, so it stays consumed
-        assert queue.requeue_answers_taken_after_in(s, master.id, since) == 1
+        s.execute(update(Message).where(Message.message_id == last.message_id).values(created_at=since))
+        assert queue.requeue_unwritten_answers_in(s, master.id) == 1
     assert _ids(queue.list_queued(db, master.id)) == [ids[1]]
     assert queue.get_message(db, ids[3]).consumed_by == "ask:same-instant"
     back = queue.get_message(db, ids[1])

@@ -39,6 +39,7 @@ from server.chat_service import ChatService
 from server.routing_inbox import RoutingInbox
 from server.turns.end import _read_facts, _suggest
 from server.turns.event_log import EventLog
+from server.turns.history import close_open_tool_calls_in
 from server.turns.types import SUCCEEDED, TurnOutcome
 from server.turns.waiters import TurnWaiters
 from server.user_routing import FAST_PATH, RouteDecision, UserMessageRouting
@@ -212,3 +213,22 @@ def test_a_turns_suggestions_read_the_turns_own_entries_not_the_whole_history(te
     assert {"new question", "new answer"} <= set(asked.values())  # the user's message and the reply
     [read] = [x for x in seen if x.startswith("SELECT")]
     assert "messages.seq >=" in read
+
+
+def test_a_turns_end_looks_for_open_tool_calls_among_its_own_entries_without_their_texts(team):
+    """Every turn's end read every tool call and result the agent ever had, texts included (issue 26)."""
+    t = team
+    call = {"id": "c-old", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}
+    message_store.append_messages(t.db, t.conv.id, t.master.id, [
+        MessageDraft(role="assistant", content=None, tool_calls=[call]),
+        MessageDraft(role="tool", content="x" * 10_000, tool_call_id="c-old", name="run_command")])
+    [first] = message_store.append_messages(t.db, t.conv.id, t.master.id, [MessageDraft(role="user", content="go")])
+    message_store.append_messages(t.db, t.conv.id, t.master.id, [
+        MessageDraft(role="assistant", content=None, tool_calls=[{**call, "id": "c-new"}])])
+
+    with t.db.write() as s, statements(t.db) as seen:
+        closed = close_open_tool_calls_in(s, t.conv.id, t.master.id, "stopped", first_seq=first.seq)
+
+    assert [m.tool_call_id for m in closed] == ["c-new"]
+    [read] = [x for x in seen if x.startswith("SELECT") and "tool_calls" in x]
+    assert "messages.seq >=" in read and "messages.content" not in read

@@ -79,8 +79,7 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
         with db.write() as s:
             assert tasks.active_task_of_agent_in(s, sub.id) == task.id
             assert messages.open_tool_calls_in(s, sub.id) == []
-            assert messages.last_written_at_in(s, sub.id) == 0.0
-            assert pending_messages.requeue_answers_taken_after_in(s, sub.id, 0.0) == 0
+            assert pending_messages.requeue_unwritten_answers_in(s, sub.id) == 0
             assert tasks.set_task_status_in(s, task.id, tasks.SUCCEEDED, expected=tasks.ACTIVE_STATUSES,
                                             owner="me")
             assert not tasks.set_task_status_in(s, task.id, tasks.FAILED, error={"code": "x"},
