@@ -17,6 +17,9 @@ most `--max-misroutes` of each set's topic switches go to the previous agent.
 `--predict` also estimates each set's figures on dialogues the thresholds were not chosen on (`out_of_sample`): a
 choice is optimistic on the sample it was made on, and the held-out halves are for scoring, not for choosing.
 
+`--net K --out FILE` scores English messages by the mean of K networks instead (bench/fastpath/follow_up_net.py,
+numpy; about 2 minutes a network on top): an experiment of issue 23's sixth round, not read by the shipped runtime.
+
 Run: `.venv/bin/python bench/train_follow_up.py` (about 2 minutes); `--check` compares with the shipped file.
 """
 
