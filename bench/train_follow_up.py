@@ -17,6 +17,9 @@ most `--max-misroutes` of each set's topic switches go to the previous agent.
 `--predict` also estimates each set's figures on dialogues the thresholds were not chosen on (`out_of_sample`): a
 choice is optimistic on the sample it was made on, and the held-out halves are for scoring, not for choosing.
 
+`--net K --out FILE` scores English messages by the mean of K networks instead (bench/fastpath/follow_up_net.py,
+numpy; about 2 minutes a network on top): an experiment of issue 23's sixth round, not read by the shipped runtime.
+
 Run: `.venv/bin/python bench/train_follow_up.py` (about 2 minutes); `--check` compares with the shipped file.
 """
 
@@ -28,6 +31,7 @@ import math
 import random
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.fastpath.dialogue_set import Turn, load_dialogues  # noqa: E402
+from bench.fastpath.follow_up_net import fit_ensemble, probabilities  # noqa: E402
 from bench.fastpath.woz import CROSSWOZ, MULTIWOZ, SGD  # noqa: E402
 from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.multi_agent.domain_vocabulary import TeamVocabulary  # noqa: E402
@@ -97,17 +102,36 @@ def fit_set(signals: RoutingSignals) -> list[Example]:
                        "dev"))
 
 
-def out_of_fold(data: list[Example], folds: int = 5) -> list[float]:
+Scorer = Callable[[list[Example]], list[float]]
+
+
+def out_of_fold(data: list[Example], fitter: Callable[[list[Example], int], Scorer] | None = None,
+                folds: int = 5) -> list[float]:
     """Each example's probability from a fit without its dialogue (folds by dialogue): for the parts of the fit set
-    that also choose thresholds (CrossWOZ's and MultiWOZ's validation halves; their train splits are not to be had)."""
+    that also choose thresholds (CrossWOZ's and MultiWOZ's validation halves; their train splits are not to be had).
+    `fitter(part, k)` fits on `part` for fold `k` and returns what scores the rest (default: the regression)."""
+    fitter = fitter or linear_fitter
     fold = {d: i % folds for i, d in enumerate(sorted({e.dialogue.split(":", 1)[1] for e in data}))}
     probs = [0.0] * len(data)
     for k in range(folds):
-        weights = fit([e for e in data if fold[e.dialogue.split(":", 1)[1]] != k], seed=k)
-        for i, e in enumerate(data):
-            if fold[e.dialogue.split(":", 1)[1]] == k:
-                probs[i] = probability(weights, e.names)
+        score = fitter([e for e in data if fold[e.dialogue.split(":", 1)[1]] != k], k)
+        inside = [i for i, e in enumerate(data) if fold[e.dialogue.split(":", 1)[1]] == k]
+        for i, p in zip(inside, score([data[i] for i in inside]), strict=True):
+            probs[i] = p
     return probs
+
+
+def linear_fitter(part: list[Example], k: int) -> Scorer:
+    weights = fit(part, seed=k)
+    return lambda rest: [probability(weights, e.names) for e in rest]
+
+
+def net_fitter(seeds: list[int]) -> Callable[[list[Example], int], Scorer]:
+    """The ensemble's fold fits: fold `k` of the network seeded `s` is seeded 1000 s + k + 1."""
+    def fitter(part: list[Example], k: int) -> Scorer:
+        nets = fit_ensemble(part, [1000 * s + k + 1 for s in seeds])
+        return lambda rest: probabilities(nets, rest)
+    return fitter
 
 
 def tune_set(signals: RoutingSignals) -> list[Example]:
@@ -228,26 +252,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="fail when the shipped weights differ from a new fit")
     p.add_argument("--predict", action="store_true",
                    help="also estimate each set's figures on dialogues the thresholds were not chosen on")
+    p.add_argument("--bounds", type=lambda v: [float(b) for b in v.split(",")], default=None,
+                   help="with --predict: the bounds to estimate at (comma-separated; default --max-misroutes)")
+    p.add_argument("--net", type=int, default=0, metavar="K",
+                   help="score English messages by the mean of K networks (bench/fastpath/follow_up_net.py)")
+    p.add_argument("--net-seed", type=int, default=0, help="the first network's seed (the others: the next K-1)")
     args = p.parse_args(argv)
+    if args.net and args.out == WEIGHTS:
+        p.error("--net needs --out: the shipped runtime reads no network (issue 23's sixth round did not ship one)")
     signals = load_routing_signals(None)
     data, tune = fit_set(signals), tune_set(signals)
     print(f"{len(data)} examples to fit ({sum(e.label for e in data)} follow-ups), {len(tune)} to tune")
     weights = fit(data)
     held = out_of_fold(data)
+    tuned = [probability(weights, e.names) for e in tune]
+    nets = []
+    if args.net:
+        seeds = list(range(args.net_seed, args.net_seed + args.net))
+        english = [i for i, e in enumerate(data) if e.lang == "en"]
+        nets = fit_ensemble([data[i] for i in english], seeds)
+        for i, q in zip(english, out_of_fold([data[i] for i in english], net_fitter(seeds)), strict=True):
+            held[i] = q
+        english = [i for i, e in enumerate(tune) if e.lang == "en"]
+        for i, q in zip(english, probabilities(nets, [tune[i] for i in english]), strict=True):
+            tuned[i] = q
     scored = [(e, p) for e, p in zip(data, held, strict=True) if e.group != "sgd"]  # SGD has its own dev split
-    scored += [(e, probability(weights, e.names)) for e in tune]
+    scored += list(zip(tune, tuned, strict=True))
     chosen = {}
     for lang in ("en", "zh"):
         part = [(e, p) for e, p in scored if e.lang == lang]
         keep, take, summary = thresholds([e for e, _ in part], [p for _, p in part], args.max_misroutes)
         print(f"{lang}: thresholds keep {keep:.3f}, take {take:.3f}; {summary}")
         chosen[lang] = {"keep": keep, "take": take}
-        if args.predict:
-            estimates = out_of_sample(part, args.max_misroutes)
-            print(f"{lang}, chosen on one half of random halvings, counted on the other ({PREDICT_SPLITS} halvings): "
-                  + "; ".join(f"{g}: {est}" for g, est in sorted(estimates.items())))
-    model = {"about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py",
-             "thresholds": chosen, "weights": weights}
+        for bound in (args.bounds or [args.max_misroutes]) if args.predict else []:
+            estimates = out_of_sample(part, bound)
+            print(f"{lang}, bound {100 * bound:.1f}%, chosen on one half of random halvings, counted on the other "
+                  f"({PREDICT_SPLITS} halvings): " + "; ".join(f"{g}: {est}" for g, est in sorted(estimates.items())))
+    model: dict[str, object] = {
+        "about": "modules/multi_agent/follow_up_model.py; trained by bench/train_follow_up.py",
+        "thresholds": chosen, "weights": weights}
+    if nets:
+        model["en_networks"] = [net.to_json() for net in nets]
     text = json.dumps(model, ensure_ascii=False, indent=0, sort_keys=True) + "\n"
     if args.check:
         same = args.out.read_text(encoding="utf-8") == text
