@@ -9,7 +9,6 @@ from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from modules.storage.db import Database
-from modules.storage.group_commit import GroupCommit
 from modules.storage.models import SessionEntry
 from modules.storage.records import now
 
@@ -18,13 +17,12 @@ _GET = select(SessionEntry.value).where(SessionEntry.key == bindparam("k"), Sess
 
 
 class SessionStore:
-    """With `writer`, a `set` shares the group commit's transaction with the other writes of its moment: the
-    active agent is written two or three times a routed message, and a transaction of its own each time
-    queued behind the group commit for SQLite's one writer."""
+    """A `set` is a transaction of its own, not a step of the group commit's batches: a failing store (its table
+    gone) must not fail the writes it would have shared a batch with (the database layer reads a statement's
+    OperationalError as an outage, which every writer of the batch hears)."""
 
-    def __init__(self, db: Database, writer: GroupCommit | None = None):
+    def __init__(self, db: Database):
         self._db = db
-        self._writer = writer
 
     def get(self, key: str, field: str) -> Any:
         with self._db.read() as s:
@@ -36,12 +34,8 @@ class SessionStore:
 
     def set(self, key: str, field: str, value: Any) -> None:
         """One statement, the database's own upsert: no read first, so no race to retry."""
-        statement, params = _upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()}
-        if self._writer is not None:
-            self._writer.call(lambda s: s.execute(statement, params))
-            return
         with self._db.write() as s:
-            s.execute(statement, params)
+            s.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
 
     def delete(self, key: str, field: str) -> None:
         with self._db.write() as s:

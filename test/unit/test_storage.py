@@ -7,7 +7,6 @@ import threading
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import event
 
 from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.agent_state import AgentStates
@@ -15,7 +14,6 @@ from modules.statuses import AgentState, MessageSource, Route, TaskStatus, Visib
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
-from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Base, ClientRequest
@@ -139,28 +137,6 @@ def test_session_store_upsert_takes_racing_first_writes(db):
         t.join(30)
     assert errors == []
     assert store.fields("race:router")["activeAgent"]["agentName"].startswith("Agent")
-
-
-def test_session_store_writes_in_the_group_commits_transactions_when_given_its_writer(db):
-    """The active agent, written two or three times a routed message, joins the group commit's batches instead of
-    a write transaction of its own each time (issue 26)."""
-    writer = GroupCommit(db)
-    store = SessionStore(db, writer)
-    barrier = threading.Barrier(8)
-    commits = []
-    event.listen(db.engine, "commit", lambda _conn: commits.append(1))
-
-    def write(i):
-        barrier.wait()
-        store.set(f"c{i}:router", "activeAgent", {"agentId": f"a{i}"})
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert [store.get(f"c{i}:router", "activeAgent") for i in range(8)] == [{"agentId": f"a{i}"} for i in range(8)]
-    assert len(commits) < 8
 
 
 def test_client_request_reservation_is_exclusive(db):
