@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, select, update
+import functools
+
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import FINISHED_COMMAND_STATUSES, CommandStatus
@@ -71,22 +73,22 @@ def list_for_conversation(db: Database, conversation_id: str) -> list[Background
                               .order_by(BackgroundCommand.created_at)))
 
 
-# Asked at every turn's end: built once (modules/storage/agents.py says why).
-_RUNNING_IN_CONVERSATION = select(BackgroundCommand.id).where(
-    BackgroundCommand.status == RUNNING, BackgroundCommand.conversation_id == bindparam("conversation")).limit(1)
-
-
 def any_running(db: Database, conversation_id: str | None = None, agent_id: str | None = None) -> bool:
-    if conversation_id is not None and agent_id is None:
-        with db.read() as s:
-            return s.scalars(_RUNNING_IN_CONVERSATION, {"conversation": conversation_id}).first() is not None
-    query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
-    if conversation_id is not None:
-        query = query.where(BackgroundCommand.conversation_id == conversation_id)
-    if agent_id is not None:
-        query = query.where(BackgroundCommand.agent_id == agent_id)
+    query = _running(conversation_id is not None, agent_id is not None)
     with db.read() as s:
-        return s.scalars(query.limit(1)).first() is not None
+        return s.scalars(query, {"conversation": conversation_id, "agent": agent_id}).first() is not None
+
+
+@functools.cache
+def _running(by_conversation: bool, by_agent: bool) -> Select[str]:
+    """`any_running`'s statement for the ids it is given, built once (asked at every turn's end; see
+    modules/storage/agents.py)."""
+    query = select(BackgroundCommand.id).where(BackgroundCommand.status == RUNNING)
+    if by_conversation:
+        query = query.where(BackgroundCommand.conversation_id == bindparam("conversation"))
+    if by_agent:
+        query = query.where(BackgroundCommand.agent_id == bindparam("agent"))
+    return query.limit(1)
 
 
 def list_running(db: Database) -> list[BackgroundCommand]:

@@ -47,7 +47,7 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
         return PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message", content="hi",
                                   source_display_name="user", meta=meta, id=f"m{n}").row_values()
 
-    def one_stream(n: int) -> None:
+    def one_stream(n: int) -> str:
         """What a routed message and its turn read and write, by the storage functions they call."""
         with db.write() as s:
             conversations.touch_conversation_in(s, conv.id)
@@ -86,16 +86,13 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
                                                 expected=tasks.ACTIVE_STATUSES, owner="me")
             assert agents.set_state_in(s, sub.id, agent.version + 1, AgentState.IDLE)
         assert messages.list_messages(db, sub.id) == []
+        return task.id
 
     one_stream(1)  # the first may build the statements of a shape (cached from then on)
     built.clear()
-    one_stream(2)
+    task_id = one_stream(2)
     assert built == Counter()
-    assert tasks.get_task(db, task_id_of(db, sub.id)).status == tasks.SUCCEEDED
+    assert tasks.get_task(db, task_id).status == tasks.SUCCEEDED
     row = pending_messages.get_message(db, "m2")
     assert row is not None and row.target_agent_id == sub.id and row.typed_meta.routed is not None
     db.dispose()
-
-
-def task_id_of(db: Database, agent_id: str) -> str:
-    return tasks.list_tasks_with_status(db, (tasks.SUCCEEDED,))[-1].id
