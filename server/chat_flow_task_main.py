@@ -133,7 +133,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
 
-def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTurn) -> str | None:
+def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTurn, queued: bool = False) -> str | None:
     """The one place a turn starts from an agent's queue: run after each turn's end (once the agent's state
     left `running`) and whenever a message wakes an idle agent; the new task's id, if any.
 
@@ -144,8 +144,11 @@ def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTu
     history as preceding notices (`starts_work: false`) and the last as its
     trigger. Completions that come later wake the agent themselves when they
     are queued (the membership sweep's wake is only a safety net).
+
+    `queued`: the caller has just queued a message for the agent (the router's wake), so the look at the queue
+    before the claim is skipped; the claim looks again under the agent's lock either way.
     """
-    if not rt.router.has_queued(agent_id):
+    if not queued and not rt.router.has_queued(agent_id):
         return None
 
     def collect(session: Session, agent: Agent, task_id: str) -> list[Message]:

@@ -162,12 +162,17 @@ class RoutingInbox:
             routed = rt.router.release(message)
         if routed is None:
             return  # another process routed it first
-        # The receiver reasons next: a message queued behind this one is judged against it, not against a
-        # routing stage that recorded itself while deciding this one.
-        rt.active_agents.set_active_agent(conv.id, target.id)
         outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
                            agent_id=target.id, target_agent=target.display_name)
-        rt.writer.call(lambda s: unrouted.record_delivery_in(s, held.id, outcome))
+
+        def record(s: Session) -> None:
+            # The receiver reasons next: a message queued behind this one is judged against it, not against a
+            # routing stage that recorded itself while deciding this one. One transaction with the delivery's
+            # record, the group commit's.
+            rt.active_agents.set_active_agent_in(s, conv.id, target.id)
+            unrouted.record_delivery_in(s, held.id, outcome)
+
+        rt.writer.call(record)
         if routed.delivery != TRIGGERED_NEW_TURN or routed.task_id is None:
             emit_pending_count(rt, conv.id, target.id)  # (a turn this delivery started sends it as it starts)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the

@@ -87,7 +87,7 @@ class Runtime:
         self.tasks = TurnManager(self, TurnLoop(run=handle_task_with_sender, poll=poll_completion_notifications))
         self.router = MessageRouter(
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
-            hooks=RouterHooks(wake=self.tasks.create_chat_task, active_task_of=self.tasks.active_task_of_agent,
+            hooks=RouterHooks(wake=self.tasks.wake, active_task_of=self.tasks.active_task_of_agent,
                               more_completions_expected=self.tasks.more_completions_expected,
                               notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id)),
             writer=self.writer)

@@ -39,19 +39,50 @@ def count_tokens(text: str) -> int:
     return -(-units // 2)
 
 
+class _KeptCounts:
+    """`count_tokens` of long message texts, kept by the text. A conversation's messages are counted again with
+    every request it makes (its context window, then its metering when the provider reports no usage), and a
+    profile's system prompt with every conversation: the regular expression walks about 12 kB a millisecond,
+    while hashing a new copy of a text costs about a microsecond a kilobyte. Bounded by the kept texts' total
+    length; past it, the store starts again."""
+
+    FROM_CHARS = 256  # shorter texts cost less to count than to keep
+    MAX_CHARS = 4_000_000
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._chars = 0
+
+    def count(self, text: str) -> int:
+        if len(text) < self.FROM_CHARS:
+            return count_tokens(text)
+        count = self._counts.get(text)
+        if count is None:
+            count = count_tokens(text)
+            if self._chars + len(text) > self.MAX_CHARS:
+                self._counts.clear()
+                self._chars = 0
+            self._counts[text] = count
+            self._chars += len(text)
+        return count
+
+
+_kept = _KeptCounts()
+
+
 def count_message(message: Mapping[str, Any]) -> int:
     """One model message: its text, its tool calls' names and arguments, and its framing."""
     total = MESSAGE_OVERHEAD
     for key in ("content", "reasoning_content"):
         value = message.get(key)
         if isinstance(value, str):
-            total += count_tokens(value)
+            total += _kept.count(value)
         elif value is not None:
             total += count_tokens(json.dumps(value, ensure_ascii=False))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {} if isinstance(call, Mapping) else {}
         total += MESSAGE_OVERHEAD + count_tokens(str(function.get("name") or ""))
-        total += count_tokens(str(function.get("arguments") or ""))
+        total += _kept.count(str(function.get("arguments") or ""))
     return total
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from sqlalchemy.orm import Session
+
 from modules.agents.profiles import MASTER_KIND, SUB_AGENT_KIND
 from modules.multi_agent.domain_vocabulary import TeamVocabulary
 from modules.multi_agent.fast_path import RoutingSignals
@@ -69,6 +71,11 @@ class ActiveAgentSessionStore:
 
     def set_active_agent(self, conversation_id: str, agent_id: str) -> None:
         self._set(conversation_id, {"agentId": agent_id}, f"agent {agent_id}")
+
+    def set_active_agent_in(self, session: Session, conversation_id: str, agent_id: str) -> None:
+        """`set_active_agent` inside the caller's transaction (the routing inbox's record of a delivery): a
+        failing store leaves the caller's writes alone."""
+        self._store.set_in(session, self.key(conversation_id), self.FIELD, {"agentId": agent_id})
 
     def set_active_stage(self, conversation_id: str, stage: str) -> None:
         self._set(conversation_id, {"stage": stage}, f"stage {stage}")

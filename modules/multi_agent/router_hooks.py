@@ -24,11 +24,11 @@ def _no_peers(agent_id: str) -> None:
 
 @dataclass(frozen=True)
 class RouterHooks:
-    """`wake`: start a turn for an idle agent with queued messages, returning its task id (None when none
-    started); `active_task_of`: the id of the agent's task in progress; `more_completions_expected`: its
-    commands or sub-agents still run, so a completion notice is worth holding back for the rest of its wave;
-    `notify_peers`: tell the other server processes that a waiting agent has a queued message (its blocked
-    ask may run there; they call `MessageRouter.on_peer_queued`)."""
+    """`wake`: start a turn for an idle agent, called right after a message for it was committed to its queue,
+    returning its task id (None when none started); `active_task_of`: the id of the agent's task in progress;
+    `more_completions_expected`: its commands or sub-agents still run, so a completion notice is worth holding
+    back for the rest of its wave; `notify_peers`: tell the other server processes that a waiting agent has a
+    queued message (its blocked ask may run there; they call `MessageRouter.on_peer_queued`)."""
 
     wake: Callable[[str], str | None] = _no_turn
     active_task_of: Callable[[str], str | None] = _no_turn

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
 from modules.storage.models import SessionEntry
 from modules.storage.records import now
+
+log = logging.getLogger(__name__)
 
 # Read and written with every routed message (the active agent): built once (modules/storage/agents.py says why).
 _GET = select(SessionEntry.value).where(SessionEntry.key == bindparam("k"), SessionEntry.field == bindparam("f"))
 
 
 class SessionStore:
-    """A `set` is a transaction of its own, not a step of the group commit's batches: a failing store (its table
-    gone) must not fail the writes it would have shared a batch with (the database layer reads a statement's
-    OperationalError as an outage, which every writer of the batch hears)."""
+    """A failing store (its table gone) must not fail the writes it shares a transaction with: the database
+    layer reads a statement's OperationalError as an outage, which every writer of a group commit's batch
+    hears. So `set` is a transaction of its own, and `set_in` writes inside the caller's behind a savepoint."""
 
     def __init__(self, db: Database):
         self._db = db
@@ -36,6 +41,17 @@ class SessionStore:
         """One statement, the database's own upsert: no read first, so no race to retry."""
         with self._db.write() as s:
             s.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+
+    def set_in(self, session: Session, key: str, field: str, value: Any) -> bool:
+        """`set` inside the caller's transaction (a group commit's batch: no commit of its own); False, with the
+        caller's writes unharmed, when the statement failed. An outage still fails the caller's commit."""
+        try:
+            with session.begin_nested():
+                session.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+        except SQLAlchemyError as exc:
+            log.warning("session store: could not write %s/%s: %s", key, field, exc)
+            return False
+        return True
 
     def delete(self, key: str, field: str) -> None:
         with self._db.write() as s:

@@ -72,4 +72,4 @@ class TurnLoop:
     one place a turn starts from the agent's queue (`poll_completion_notifications`)."""
 
     run: Callable[[TurnRuntime, Turn, EventSender], TurnOutcome]
-    poll: Callable[[TurnRuntime, str, StartTurn], str | None]
+    poll: Callable[[TurnRuntime, str, StartTurn, bool], str | None]

@@ -92,11 +92,17 @@ class TurnManager:
         return self._waiters.expect(agent_id)
 
     # -- starting a turn ---------------------------------------------------
-    def create_chat_task(self, agent_id: str) -> str | None:
+    def create_chat_task(self, agent_id: str, queued: bool = False) -> str | None:
         """Start a turn for an idle/completed agent on what is queued for it; its task id, or None when the
         agent is busy, has nothing queued, or another caller won the claim. What the turn takes from the queue
-        is decided by the loop's poller (`poll_completion_notifications`), the one place that does it."""
-        return self._loop.poll(self._rt, agent_id, self._claim)
+        is decided by the loop's poller (`poll_completion_notifications`), the one place that does it.
+        `queued`: the caller has just queued a message for the agent (no look at the queue before the claim)."""
+        return self._loop.poll(self._rt, agent_id, self._claim, queued)
+
+    def wake(self, agent_id: str) -> str | None:
+        """The router's wake (`RouterHooks.wake`): it calls it right after a message for the agent was
+        committed to its queue."""
+        return self.create_chat_task(agent_id, queued=True)
 
     def _claim(self, agent_id: str, collect: Collect) -> str | None:
         """Claim the agent, `collect` the messages the turn starts on and create its task, in one transaction;
@@ -213,7 +219,7 @@ class TurnManager:
         agent's single follow-up turn."""
         self._rt.metrics.turns_ended.labels(outcome.status).inc()
         if finish_turn(self._rt, turn, sender, outcome, self._waiters):
-            after_commit(self._loop.poll, self._rt, turn.agent_id, self._claim)
+            after_commit(self._loop.poll, self._rt, turn.agent_id, self._claim, False)
 
     def _forget(self, task_id: str) -> None:
         with self._lock:

@@ -59,3 +59,23 @@ def test_a_claim_that_starts_no_turn_leaves_the_completions_queued(pool):
     _notice(pool, "[cmd done]")
     assert poll_completion_notifications(pool.rt, pool.master.id, lambda agent_id, collect: None) is None
     assert [m.content for m in queue.list_queued(pool.db, pool.master.id)] == ["[cmd done]"]
+
+
+def test_a_wake_for_a_message_just_queued_goes_to_the_claim_without_reading_the_queue_first(pool):
+    """The router wakes an agent right after it committed a message to the agent's queue (issue 26: the look
+    before the claim was a statement of every routed message); the claim looks under the agent's lock."""
+    _notice(pool, "[cmd done]")
+    looked: list[str] = []
+    router = pool.rt.router
+    pool.rt = SimpleNamespace(router=SimpleNamespace(has_queued=lambda agent_id: looked.append(agent_id) or True,
+                                                     drain_to_history_in=router.drain_to_history_in))
+    claims: list[str] = []
+
+    def claim(agent_id, collect):
+        claims.append(agent_id)
+        return None
+
+    assert poll_completion_notifications(pool.rt, pool.master.id, claim, True) is None
+    assert claims == [pool.master.id] and looked == []
+    poll_completion_notifications(pool.rt, pool.master.id, claim)  # a turn's end looks first
+    assert looked == [pool.master.id]

@@ -7,6 +7,7 @@ import threading
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import text
 
 from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.agent_state import AgentStates
@@ -137,6 +138,24 @@ def test_session_store_upsert_takes_racing_first_writes(db):
         t.join(30)
     assert errors == []
     assert store.fields("race:router")["activeAgent"]["agentName"].startswith("Agent")
+
+
+def test_a_session_store_write_shares_its_callers_transaction_and_a_failing_store_spares_its_writes(db):
+    """`set_in` is a step of the caller's transaction (the routing inbox's record of a delivery, issue 26: its
+    own transaction cost a commit per routed message); with the store's table gone it fails alone, behind its
+    savepoint, and the caller's other writes commit."""
+    store = SessionStore(db)
+    conv, master = _conversation(db)
+    with db.write() as s:
+        assert store.set_in(s, "c1:router", "activeAgent", {"agentId": master.id})
+        messages.append_in(s, conv.id, master.id, [MessageDraft(role="user", content="first")])
+    assert store.get("c1:router", "activeAgent") == {"agentId": master.id}
+    with db.write() as s:
+        s.execute(text("DROP TABLE session_store"))
+    with db.write() as s:
+        assert not store.set_in(s, "c1:router", "activeAgent", {"agentId": "other"})
+        messages.append_in(s, conv.id, master.id, [MessageDraft(role="user", content="second")])
+    assert [m.content for m in messages.list_messages(db, master.id)] == ["first", "second"]
 
 
 def test_client_request_reservation_is_exclusive(db):

@@ -59,3 +59,38 @@ def test_the_same_tool_definitions_are_counted_once(monkeypatch):
 
     assert first == again == real(tokens.json.dumps(definitions)) and len(counted) == 2
     assert other == real('[{"type": "function", "function": {"name": "run_command"}}]')
+
+
+def test_a_long_text_is_counted_once_however_many_requests_carry_it(monkeypatch):
+    """A conversation's messages travel with every request it makes, a profile's system prompt with every
+    conversation (issue 26: counting them again was 2.5 % of the CPU while 500 streams ran); a new copy of the
+    same text is found by its content, and a short text is counted each time (keeping it would cost more)."""
+    from modules.llm import tokens
+
+    monkeypatch.setattr(tokens, "_kept", tokens._KeptCounts())
+    counted: list[str] = []
+    real = tokens.count_tokens
+    monkeypatch.setattr(tokens, "count_tokens", lambda text: counted.append(text) or real(text))
+    prompt = "You are the travel agent. " * 40
+    copy = "".join(["You are the travel agent. " * 20, "You are the travel agent. " * 20])
+    call = {"function": {"name": "write_file", "arguments": '{"text": "' + "x" * 500 + '"}'}}
+
+    first = count_message({"role": "system", "content": prompt, "tool_calls": [call]})
+    again = count_message({"role": "system", "content": copy, "tool_calls": [call]})
+    count_message({"role": "user", "content": "ok"})
+    count_message({"role": "user", "content": "ok"})
+
+    arguments = call["function"]["arguments"]
+    assert first == again == 2 * MESSAGE_OVERHEAD + real(prompt) + real("write_file") + real(arguments)
+    assert counted.count(prompt) == 1 and counted.count(call["function"]["arguments"]) == 1
+    assert counted.count("ok") == 2
+
+
+def test_the_kept_counts_are_bounded_by_their_texts_length(monkeypatch):
+    from modules.llm import tokens
+
+    monkeypatch.setattr(tokens._KeptCounts, "MAX_CHARS", 1_000)
+    kept = tokens._KeptCounts()
+    texts = [f"{i} " + "word " * 100 for i in range(10)]
+    assert [kept.count(t) for t in texts] == [count_tokens(t) for t in texts]
+    assert kept._chars <= 1_000 and len(kept._counts) <= 2
