@@ -117,11 +117,10 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             if exc.partial:
                 _keep_partial(rt, turn, sender, message_id, exc)
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
-        if not turn_is_ours(rt, turn):
-            return TurnOutcome(STOPPED)
         calls = [] if turn.stopped() else reply.tool_calls
         mark = _reply_marks(reply)
-        persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark)
+        if not persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark):
+            return TurnOutcome(STOPPED)  # taken over by another process
         sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.partial,
                                  stopped=mark.stopped, truncated=mark.truncated, reasoning=mark.reasoning))
         if turn.stopped():

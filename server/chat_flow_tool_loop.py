@@ -9,12 +9,11 @@ import json
 from modules.event_catalogue import ToolResultEvent, ToolStartEvent
 from modules.llm import ToolCall
 from modules.multi_agent.message_router import INJECTED_INLINE
-from modules.storage import messages as message_store
 from modules.tools.base import ToolContext
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.events import emit_pending_count, emit_user_messages
-from server.turns.history import tool_result_draft, turn_is_ours
+from server.turns.history import append_if_ours, tool_result_draft
 from server.turns.types import Turn
 
 STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the task before this call ran"}
@@ -58,10 +57,8 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
                     "gen_ai.tool.call.id": call.id, "gen_ai.agent.name": turn.display_name}):
                 result = rt.tools.execute(call.name, call.arguments, dataclasses.replace(ctx, tool_call_id=call.id),
                                           allowed=list(turn.profile.tools))
-        if not turn_is_ours(rt, turn):
+        if append_if_ours(rt, turn, [tool_result_draft(call.id, call.name, result)]) is None:
             return  # taken over: the new owner closed the open calls already
-        message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id,
-                                      [tool_result_draft(call.id, call.name, result)])
         sender.emit(ToolResultEvent(tool_call_id=call.id, name=call.name,
                                     result=json.dumps(result, ensure_ascii=False)))
     if inline_batch and not turn.stopped():

@@ -76,7 +76,7 @@ class Runtime:
             flush=self.ledger.flush)
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer, spawn=spawn)
         self.agent_states = AgentStates(db)
-        self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db)), signals,
+        self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db), self.writer), signals,
                                              TeamVocabulary.of(profiles, signals))
         self.active_agents = self.fast_path.store
         self.user_questions = UserQuestions(SessionStore(db))

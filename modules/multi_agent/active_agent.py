@@ -18,6 +18,7 @@ from modules.multi_agent.follow_up_model import decide
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.models import Agent
 from modules.storage.session_store import SessionStore
 
@@ -39,13 +40,14 @@ class ActiveAgentSessionStore:
     Key `{conversation_id}:router`, field `activeAgent`: `{"agentId": ...}` for an agent, `{"stage": ...}` for a
     routing stage; kept in the database so every server process sees it. Any other value (a record of an earlier
     version, by display name) and any failure read as "no active agent" (the caller then takes the full pipeline);
-    a failure is logged, never raised.
+    a failure is logged, never raised. With a `writer`, a write is a step of the group commit's batches (every
+    routed message and every user turn writes it: a commit of its own each, on the lock the batches wait for).
     """
 
     FIELD = "activeAgent"
 
-    def __init__(self, store: SessionStore):
-        self._store = store
+    def __init__(self, store: SessionStore, writer: GroupCommit | None = None):
+        self._store, self._writer = store, writer
 
     @staticmethod
     def key(conversation_id: str) -> str:
@@ -81,8 +83,12 @@ class ActiveAgentSessionStore:
         self._set(conversation_id, {"stage": stage}, f"stage {stage}")
 
     def _set(self, conversation_id: str, value: dict[str, str], what: str) -> None:
+        key = self.key(conversation_id)
         try:
-            self._store.set(self.key(conversation_id), self.FIELD, value)
+            if self._writer is not None:
+                self._writer.call(lambda s: self._store.set_in(s, key, self.FIELD, value))
+            else:
+                self._store.set(key, self.FIELD, value)
         except Exception as exc:
             log.warning("could not record the active %s: %s", what, exc)
 

@@ -153,7 +153,12 @@ def active_task_of_agent_in(s: Session, agent_id: str) -> str | None:
 def still_owned(db: Database, task_id: str, owner: str) -> bool:
     """Whether the task is still in progress under this owner (not taken over by another process)."""
     with db.read() as s:
-        return s.scalar(_STILL_OWNED, {"task": task_id, "owner": owner}) == 1
+        return still_owned_in(s, task_id, owner)
+
+
+def still_owned_in(session: Session, task_id: str, owner: str) -> bool:
+    """`still_owned` inside the caller's transaction (a write that must not follow a takeover)."""
+    return session.scalar(_STILL_OWNED, {"task": task_id, "owner": owner}) == 1
 
 
 def offered_suggestions(db: Database, task_id: str, reply_message_id: str | None) -> list[str]:

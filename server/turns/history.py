@@ -26,18 +26,32 @@ def turn_is_ours(rt: TurnRuntime, turn: Turn) -> bool:
     return task_store.still_owned(rt.db, turn.task_id, rt.membership.process_id)
 
 
+def append_if_ours(rt: TurnRuntime, turn: Turn, drafts: list[MessageDraft]) -> list[Message] | None:
+    """Append `drafts` to the turn's agent's history, with the ownership check in the same transaction (the
+    group commit's: a wave of replies shares commits); None, with nothing written, once another process took
+    the task over."""
+    owner = rt.membership.process_id
+
+    def step(s: Session) -> list[Message] | None:
+        if not task_store.still_owned_in(s, turn.task_id, owner):
+            return None
+        return message_store.append_in(s, turn.conversation_id, turn.agent_id, drafts)
+
+    return rt.event_log.writer.call(step)
+
+
 def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, content: str,
-                              tool_calls: list[ToolCall], *, meta: MessageMeta | None = None) -> Message | None:
+                              tool_calls: list[ToolCall], *, meta: MessageMeta | None = None) -> bool:
+    """The model's reply into the history (nothing when it is empty); False, with nothing written, once the
+    task is no longer this process's."""
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         for call in tool_calls
     ]
-    if not content and not calls:
-        return None
-    draft = MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,
-                         message_id=message_id,
-                         meta=(meta or MessageMeta()).model_copy(update={"task_id": turn.task_id}))
-    return message_store.append_messages(rt.db, turn.conversation_id, turn.agent_id, [draft])[0]
+    drafts = [MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,
+                           message_id=message_id,
+                           meta=(meta or MessageMeta()).model_copy(update={"task_id": turn.task_id}))]
+    return append_if_ours(rt, turn, drafts if content or calls else []) is not None
 
 
 def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> MessageDraft:

@@ -10,11 +10,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from modules.event_catalogue import TextChunkEvent
+from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
 from modules.statuses import AgentState, MessageSource, Route, TaskStatus, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import client_requests, conversations, messages, tasks
 from modules.storage.db import Database
+from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
 from modules.storage.models import Base, ClientRequest
@@ -156,6 +158,16 @@ def test_a_session_store_write_shares_its_callers_transaction_and_a_failing_stor
         assert not store.set_in(s, "c1:router", "activeAgent", {"agentId": "other"})
         messages.append_in(s, conv.id, master.id, [MessageDraft(role="user", content="second")])
     assert [m.content for m in messages.list_messages(db, master.id)] == ["first", "second"]
+
+
+def test_the_active_agent_is_written_in_the_group_commits_batches(db):
+    """Every routed message and user turn records who reasons next (issue 26: a commit of its own each, which
+    waited on the lock the group commit's batches hold)."""
+    writer = GroupCommit(db)
+    store = ActiveAgentSessionStore(SessionStore(db), writer)
+    store.set_active_stage("c1", "RoutingAgent")
+    store.set_active_agent("c1", "agent-1")
+    assert store.get("c1") == Active(agent_id="agent-1") and writer.batches == 2
 
 
 def test_client_request_reservation_is_exclusive(db):

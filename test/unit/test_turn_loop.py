@@ -67,7 +67,8 @@ def flow(tmp_path):
                          active_agents=SimpleNamespace(set_active_agent=lambda cid, name: active.append((cid, name))),
                          workspace=lambda cid: tmp_path / "ws" / cid, tools=Tools(), model=Model(),
                          sandbox=Sandbox(mode="off"), refused_sizes=RefusedSizes(), budgets=Budgets(db, []),
-                         ledger=UsageLedger(db, GroupCommit(db)), tracing=Tracing())
+                         ledger=UsageLedger(db, GroupCommit(db)), tracing=Tracing(),
+                         event_log=SimpleNamespace(writer=GroupCommit(db)))
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=master.id, display_name="MasterAgent",
                     profile=PROFILES["MasterAgent"], from_user=True)
     yield SimpleNamespace(db=db, rt=rt, turn=turn, sender=Sender(), active=active, conv=conv, master=master)
@@ -263,6 +264,18 @@ def test_a_task_taken_over_by_another_process_writes_nothing_more(flow):
 
     f.rt.model = Model(ModelReply("late", [], "stop"))
     assert run(f) == TurnOutcome(STOPPED) and f.rt.model.requests == []
+
+
+def test_a_reply_and_a_tool_result_are_written_in_the_group_commits_batches_with_their_ownership_check(flow):
+    """Issue 26: the look at the task's owner was a read of its own, and the write a transaction of its own, for
+    every reply of hundreds of streams; now each is one step of the group commit's batches, the check inside."""
+    f = flow
+    writer = f.rt.event_log.writer
+    f.rt.model = Model(calls("run_command"), ModelReply("Done.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    assert history(f) == [("assistant", ["run_command"]), ("tool", '{"success": true, "ran": "run_command"}'),
+                          ("assistant", "Done.")]
+    assert writer.batches == 3
 
 
 def test_a_reply_that_arrives_after_a_take_over_is_not_stored(flow):
