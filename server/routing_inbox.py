@@ -170,7 +170,7 @@ class RoutingInbox:
             # routing stage that recorded itself while deciding this one. One transaction with the delivery's
             # record, the group commit's.
             rt.active_agents.set_active_agent_in(s, conv.id, target.id)
-            unrouted.record_delivery_in(s, held.id, outcome)
+            unrouted.record_delivery_in(s, held.id, meta, outcome)
 
         rt.writer.call(record)
         if routed.delivery != TRIGGERED_NEW_TURN or routed.task_id is None:

@@ -26,7 +26,6 @@ ROUTING: Final = QueueStatus.ROUTING
 # Every send runs these: built once (modules/storage/agents.py says why).
 _UNROUTED = select(PendingMessageRow).where(PendingMessageRow.conversation_id == bindparam("conversation"),
                                             PendingMessageRow.status == ROUTING).order_by(PendingMessageRow.seq)
-_META = select(PendingMessageRow.meta).where(PendingMessageRow.id == bindparam("id"))
 _SET_META = QUEUE.update().where(QUEUE.c.id == bindparam("held")).values(metadata=bindparam("new_meta"))
 
 
@@ -63,15 +62,8 @@ def _release(attributes: tuple[str, ...]) -> Update:
         .values(status=QUEUED).execution_options(synchronize_session=False)
 
 
-def record_delivery(db: Database, message_id: str, routed: RoutedTo) -> None:
-    """Remember where a released message went (`route`, `delivery`, `task_id`), for `GET /api/messages/<id>`."""
-    with db.write() as s:
-        record_delivery_in(s, message_id, routed)
-
-
-def record_delivery_in(session: Session, message_id: str, routed: RoutedTo) -> None:
-    """`record_delivery` inside the caller's transaction (the group commit's, in the routing inbox)."""
-    row = session.execute(_META, {"id": message_id}).first()
-    if row is not None:
-        meta = MessageMeta.load(row.meta).merged(routed=routed)
-        session.execute(_SET_META, {"held": message_id, "new_meta": meta.dump()})
+def record_delivery_in(session: Session, message_id: str, released: MessageMeta, routed: RoutedTo) -> None:
+    """Remember where a released message went (`route`, `delivery`, `task_id`), for `GET /api/messages/<id>`,
+    inside the caller's transaction (the group commit's, in the routing inbox). `released`: the meta its release
+    wrote, which nothing changes after it (so no read of it)."""
+    session.execute(_SET_META, {"held": message_id, "new_meta": released.merged(routed=routed).dump()})

@@ -19,18 +19,19 @@ from modules.event_catalogue import (
     UserMessageEvent,
 )
 from modules.multi_agent import agent_state
-from modules.multi_agent.active_agent import Active, FastPath
+from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore, FastPath
 from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import INJECTED_INLINE, TRIGGERED_NEW_TURN, PendingMessage, RouteResult
 from modules.statuses import MessageSource, Route
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
+from modules.storage import pending_messages, unrouted
 from modules.storage import tasks as task_store
-from modules.storage import unrouted
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
 from modules.storage.messages import MessageDraft
+from modules.storage.session_store import SessionStore
 from modules.tracing import Tracing
 from modules.usage.budgets import Budgets
 from modules.usage.ledger import UsageLedger
@@ -172,6 +173,32 @@ def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that
     inbox._route(held)
 
     assert [e[0] for e in transport.events] == ([PendingCountEvent.TYPE] if counted else []) + [RouteEvent.TYPE]
+
+
+def test_a_delivery_is_recorded_with_the_active_agent_in_one_batch_without_reading_what_its_release_wrote(team):
+    """Issue 26: the active agent was a transaction of its own and the record read back the meta its release had
+    just written; now both are one step of a group-commit batch, and the meta is the one the release wrote."""
+    t = team
+    writer = GroupCommit(t.db)
+    active = ActiveAgentSessionStore(SessionStore(t.db), writer)
+    rt = SimpleNamespace(db=t.db, tracing=Tracing(), metrics=SimpleNamespace(routes=SimpleNamespace(
+        labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=Transport(),
+        router=SimpleNamespace(release=lambda _message: RouteResult(TRIGGERED_NEW_TURN, "task-1")),
+        active_agents=active, writer=writer)
+    inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: RouteDecision(Route.PIPELINE, t.sub)))
+    held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
+                              content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
+    with t.db.write() as s:
+        unrouted.store_in(s, held.row_values())
+
+    with statements(t.db) as seen:
+        inbox._route(held)
+
+    assert writer.batches == 1 and not [x for x in seen if x.startswith("SELECT pending_messages")]
+    assert active.get(t.conv.id) == Active(agent_id=t.sub.id)
+    meta = MessageMeta.load(pending_messages.get_message(t.db, held.id).meta)
+    assert meta.source == MessageSource.USER and meta.route == Route.PIPELINE
+    assert meta.routed.task_id == "task-1" and meta.routed.agent_id == t.sub.id
 
 
 def test_a_send_without_a_client_message_id_looks_for_no_earlier_copy_and_tells_the_ledger_its_user(team):

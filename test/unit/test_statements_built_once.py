@@ -61,7 +61,7 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
         with db.write() as s:
             assert unrouted.release_in(s, f"m{n}", {"target_agent_id": sub.id, "type": "message",
                                                      "question_id": None, "meta": meta.dump()})
-            unrouted.record_delivery_in(s, f"m{n}", RoutedTo(route=Route.FAST_PATH, delivery=TRIGGERED_NEW_TURN))
+            unrouted.record_delivery_in(s, f"m{n}", meta, RoutedTo(route=Route.FAST_PATH, delivery=TRIGGERED_NEW_TURN))
             agent = agents.lock_for_turn_in(s, sub.id)
             assert agent is not None and pending_messages.has_queued_in(s, sub.id)
             assert agents.set_state_in(s, sub.id, agent.version, AgentState.RUNNING)
