@@ -42,7 +42,9 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
     if turn.stopped():
         raise _StoppedWhileCompacting
-    if turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
+    if turn.active_recorded:  # the turn's start wrote it, in the claim's transaction
+        turn.active_recorded = False
+    elif turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)
         rt.active_agents.set_active_agent(turn.conversation_id, turn.agent_id)
     if refused_at is None:
         sender.emit(AiMessageStartEvent(message_id=message_id, display_name=turn.display_name))

@@ -21,6 +21,10 @@ HISTORY = cast(Table, Message.__table__)
 # An append's statements, built once and executed on the session's connection without the ORM.
 _LAST_SEQ = select(func.max(HISTORY.c.seq)).where(HISTORY.c.agent_id == bindparam("agent"))
 _APPEND = HISTORY.insert()
+# SQLite, one entry (a reply, a tool result, a drained message): numbered by the insert itself, one statement.
+_APPEND_ONE = HISTORY.insert().values(
+    seq=select(func.coalesce(func.max(HISTORY.c.seq), -1) + 1).where(HISTORY.c.agent_id == bindparam("agent"))
+    .scalar_subquery()).returning(HISTORY.c.seq)
 # The reads of every turn, built once (modules/storage/agents.py says why).
 _OF_AGENT = select(Message).where(Message.agent_id == bindparam("agent")).order_by(Message.seq)
 _FROM_SEQ = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq >= bindparam("first")) \
@@ -69,6 +73,8 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
                                                                     "agent": agent_id}).scalars())
         for i, row in enumerate(rows):
             row["seq"] = first + i
+    elif len(rows) == 1 and conn.dialect.name == "sqlite":  # (MariaDB refuses a subquery on the inserted table)
+        rows[0]["seq"] = conn.execute(_APPEND_ONE, {**rows[0], "agent": agent_id}).scalar_one()
     else:
         last = conn.execute(_LAST_SEQ, {"agent": agent_id}).scalar()
         for i, row in enumerate(rows):

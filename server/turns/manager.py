@@ -146,6 +146,8 @@ class TurnManager:
         if not drained:
             raise _NoTurn
         from_user = all(m.typed_meta.source == MessageSource.USER for m in drained)
+        if from_user:  # the pre-reasoning hook of its first request, in this transaction (server/turns/types.py)
+            self._rt.active_agents.set_active_agent_in(s, agent.conversation_id, agent_id)
         # Written after the collection, whole: its trigger and messages in its one INSERT.
         task = task_store.create_task_in(s, conversation_id=agent.conversation_id, agent_id=agent_id,
                                          task_type="chat" if agent.kind == MASTER_KIND else "sub_agent",
@@ -159,7 +161,7 @@ class TurnManager:
         rt = self._rt
         turn = Turn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
                     display_name=agent.display_name, profile=rt.profile(agent.role), kind=agent.kind,
-                    parent_id=agent.parent_id, from_user=from_user, drained=drained)
+                    parent_id=agent.parent_id, from_user=from_user, drained=drained, active_recorded=from_user)
         sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
                                  conversation_id=agent.conversation_id, agent_id=agent.id)
         rt.event_log.begin(task.id)  # created by this claim: its log is empty

@@ -30,7 +30,8 @@ class Turn:
     """One turn of one agent (one task row): who runs, what started it, and its stop switch.
 
     The loop reads the first five fields; the manager adds what the turn's end needs: the agent's kind and
-    parent (whether a completion notice goes up), whether the user started it, what its start drained."""
+    parent (whether a completion notice goes up), whether the user started it, what its start drained, and
+    whether its start recorded the active agent."""
 
     task_id: str
     conversation_id: str
@@ -41,6 +42,9 @@ class Turn:
     parent_id: str | None = None
     from_user: bool = False
     drained: list[Message] = field(default_factory=list)  # what the turn's start took from the queue, in order
+    # Its start recorded its agent as the active one (a turn on the user's messages, in the claim's transaction):
+    # the first model request's pre-reasoning hook need not write it again.
+    active_recorded: bool = False
     started: float = field(default_factory=time.monotonic)
     stop_event: threading.Event = field(default_factory=threading.Event)
     history: HistoryTail = field(init=False)  # the history its model requests read (only what is new each time)

@@ -7,7 +7,7 @@ import threading
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore
@@ -74,6 +74,30 @@ def test_messages_keep_order_metadata_and_long_content(db):
     # a NUL from a model or a tool is stored everywhere (PostgreSQL text refuses it as it is)
     messages.append_messages(db, conv.id, master.id, [MessageDraft(role="assistant", content="a\x00b")])
     assert messages.list_messages(db, master.id)[-1].content == "a\ufffdb"
+
+
+def test_an_entry_appended_alone_is_numbered_by_its_insert_on_sqlite(db):
+    """A reply, a tool result, a drained message: one entry each, numbered after the agent's last by the INSERT
+    itself on SQLite (issue 26: a read of the last number first, twice a stream); batches as before."""
+    conv, master = _conversation(db)
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        one = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content="a")])
+        two = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="assistant", content="b")])
+        more = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content=c) for c in "cd"])
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+    assert [m.seq for m in one + two + more] == [0, 1, 2, 3]
+    stored = messages.list_messages(db, master.id)
+    assert [(m.seq, m.content) for m in stored] == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
+    reads = [x for x in seen if x.startswith("SELECT max(messages.seq)")]
+    assert len(reads) == (1 if db.dialect == "sqlite" else 0 if db.dialect == "postgresql" else 3)
 
 
 def test_task_events_are_numbered_and_read_from_an_offset(db):

@@ -331,6 +331,17 @@ def test_a_turn_on_no_message_of_the_user_records_no_active_agent(flow):
     assert run(f) == TurnOutcome(SUCCEEDED) and f.active == []
 
 
+def test_a_turn_whose_start_recorded_the_active_agent_writes_it_from_its_second_request_on(flow):
+    """The claim's transaction records the agent a user's turn runs as the active one (issue 26: the first
+    request's write was a group-commit batch of its own, for every stream); later rounds write it again."""
+    f = flow
+    queue_message(f, "run it")
+    f.turn = dataclasses.replace(f.turn, active_recorded=True)
+    f.rt.model = Model(calls("run_command"), ModelReply("Done.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    assert len(f.rt.model.requests) == 2 and f.active == [(f.conv.id, f.master.id)]
+
+
 def test_a_turn_that_uses_up_its_users_budget_ends_after_its_round(flow):
     f = flow
     f.rt.budgets = Budgets(f.db, [Budget(TOKENS, DAY, 100)], flush=f.rt.ledger.flush)

@@ -12,7 +12,8 @@ from sqlalchemy import event
 
 from modules.agents.profiles import load_profiles
 from modules.event_catalogue import AgentStateEvent, RouteEvent, UserMessageEvent
-from modules.multi_agent.agent_state import StateChange
+from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore
+from modules.multi_agent.agent_state import AgentStates, StateChange
 from modules.multi_agent.message_router import MessageRouter, PendingMessage, history_draft
 from modules.statuses import AgentState, MessageSource, Route
 from modules.storage import conversations, unrouted
@@ -21,6 +22,7 @@ from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
+from modules.storage.session_store import SessionStore
 from modules.storage.users import get_or_create_user
 from modules.tracing import Tracing
 from server.chat_flow_tool_loop import inject_runtime_user_message
@@ -96,6 +98,32 @@ def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_witho
     assert [e.type for e in task_store.list_events(c.db, task.id, 0)] == [
         UserMessageEvent.TYPE, RouteEvent.TYPE, AgentStateEvent.TYPE]
     assert not [s for s in seen if "max(task_events.idx)" in s]
+
+
+@pytest.mark.parametrize("source", [MessageSource.USER, MessageSource.BACKGROUND_COMMAND])
+def test_the_claim_of_a_turn_on_the_users_messages_records_its_agent_as_the_active_one(chat, source):
+    """In the claim's own transaction (issue 26: the first model request wrote it in a batch of its own); a
+    turn on a notice leaves the user with the agent they talk with."""
+    c = chat
+    store = ActiveAgentSessionStore(SessionStore(c.db))
+    rt = SimpleNamespace(db=c.db, active_agents=store, agent_states=AgentStates(c.db),
+                         membership=SimpleNamespace(process_id="me"))
+    manager = TurnManager.__new__(TurnManager)
+    manager._rt = rt
+    message = PendingMessage.new(conversation_id=c.conv.id, target_agent_id=c.master.id, type="message",
+                                 content="hi", source_display_name="user", meta=MessageMeta(source=source))
+    router = MessageRouter(c.db)
+    with c.db.write() as s:
+        router.enqueue_in(s, message)
+
+    def collect(s, agent, task_id):
+        return router.drain_to_history_in(s, agent.id, agent.conversation_id, task_id, last_starts_work=True)
+
+    with c.db.write() as s:
+        started = manager._start_in(s, c.master.id, "task-1", collect)
+
+    assert started is not None
+    assert store.get(c.conv.id) == (Active(agent_id=c.master.id) if source == MessageSource.USER else Active())
 
 
 def test_a_turn_with_nothing_queued_takes_no_inline_batch_write(chat):
