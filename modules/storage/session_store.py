@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from modules.storage.db import Database
@@ -44,13 +44,22 @@ class SessionStore:
 
     def set_in(self, session: Session, key: str, field: str, value: Any) -> bool:
         """`set` inside the caller's transaction (a group commit's batch: no commit of its own); False, with the
-        caller's writes unharmed, when the statement failed. An outage still fails the caller's commit."""
+        caller's writes unharmed, when the statement failed. When the transaction itself is gone (the connection
+        lost; a deadlock, which ends the whole of it on MariaDB) the statement's error is raised, and the caller's
+        writes fail with it rather than go on in a transaction that no longer holds them."""
+        savepoint = session.begin_nested()
         try:
-            with session.begin_nested():
-                session.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+            session.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
         except SQLAlchemyError as exc:
+            if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                raise  # the connection is gone, the caller's transaction with it: an outage, for every writer
+            try:
+                savepoint.rollback()
+            except SQLAlchemyError:
+                raise exc from None  # the statement's own error: the database layer reads an outage from it
             log.warning("session store: could not write %s/%s: %s", key, field, exc)
             return False
+        savepoint.commit()
         return True
 
     def delete(self, key: str, field: str) -> None:

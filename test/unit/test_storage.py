@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 
 from modules.event_catalogue import TextChunkEvent
 from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore
@@ -23,7 +25,7 @@ from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
 from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
-from test.db_urls import fresh_database
+from test.db_urls import PG_ADMIN, fresh_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
@@ -182,6 +184,24 @@ def test_a_session_store_write_shares_its_callers_transaction_and_a_failing_stor
         assert not store.set_in(s, "c1:router", "activeAgent", {"agentId": "other"})
         messages.append_in(s, conv.id, master.id, [MessageDraft(role="user", content="second")])
     assert [m.content for m in messages.list_messages(db, master.id)] == ["first", "second"]
+
+
+def test_a_session_store_write_whose_transaction_is_gone_fails_its_caller_too(tmp_path):
+    """A lost connection ends the whole transaction (as a deadlock does on MariaDB): the caller must hear it as
+    the outage it is (every writer of a group commit's batch does), not a failed store and a commit that fails
+    later for another reason."""
+    with fresh_database("postgresql", tmp_path) as url:
+        database = Database(url)
+        database.migrate()
+        store = SessionStore(database)
+        try:
+            with pytest.raises(OperationalError), database.write() as s:
+                pid = s.execute(text("SELECT pg_backend_pid()")).scalar()
+                with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                store.set_in(s, "c1:router", "activeAgent", {"agentId": "a"})
+        finally:
+            database.dispose()
 
 
 def test_the_active_agent_is_written_in_the_group_commits_batches(db):
