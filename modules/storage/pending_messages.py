@@ -38,7 +38,10 @@ _DRAIN = _CONSUME.where(QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.s
     .returning(*QUEUE_COLUMNS)
 _QUEUED_FOR = (QUEUE.c.target_agent_id == bindparam("agent")) & (QUEUE.c.status == QUEUED)
 _HAS_QUEUED = select(exists().where(_QUEUED_FOR))
-_LAST_WRITTEN = select(func.coalesce(func.max(Message.created_at), 0.0)).where(Message.agent_id == bindparam("agent"))
+# On the tables, not the mapped classes: an ORM-enabled UPDATE is cloned, and its cache key built, at every execution.
+_HISTORY = cast(Table, Message.__table__)
+_LAST_WRITTEN = select(func.coalesce(func.max(_HISTORY.c.created_at), 0.0)) \
+    .where(_HISTORY.c.agent_id == bindparam("agent"))
 _REQUEUE_ANSWERS = QUEUE.update().where(  # at every turn's end
     QUEUE.c.target_agent_id == bindparam("agent"), QUEUE.c.status == CONSUMED,
     QUEUE.c.consumed_by.like(f"{ASK_CONSUMER_PREFIX}%"), QUEUE.c.consumed_at > _LAST_WRITTEN.scalar_subquery()) \
@@ -136,7 +139,7 @@ def requeue_unwritten_answers_in(session: Session, agent_id: str) -> int:
     """Answers that a blocked ask of the agent took after its last history entry: their process died before it
     wrote them into the history as the ask's result, so they go back to the queue (one statement: the last
     entry's time is read by the UPDATE itself)."""
-    return rowcount(session.execute(_REQUEUE_ANSWERS, {"agent": agent_id}))
+    return rowcount(session.connection().execute(_REQUEUE_ANSWERS, {"agent": agent_id}))
 
 
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Executable, bindparam, select
+from sqlalchemy import Executable, Table, bindparam, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -17,6 +17,7 @@ from modules.storage.records import now
 
 log = logging.getLogger(__name__)
 
+_TABLE = cast(Table, SessionEntry.__table__)
 # Read and written with every routed message (the active agent): built once (modules/storage/agents.py says why).
 _GET = select(SessionEntry.value).where(SessionEntry.key == bindparam("k"), SessionEntry.field == bindparam("f"))
 
@@ -40,7 +41,7 @@ class SessionStore:
     def set(self, key: str, field: str, value: Any) -> None:
         """One statement, the database's own upsert: no read first, so no race to retry."""
         with self._db.write() as s:
-            s.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+            s.connection().execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
 
     def set_in(self, session: Session, key: str, field: str, value: Any) -> bool:
         """`set` inside the caller's transaction (a group commit's batch: no commit of its own); False, with the
@@ -49,7 +50,7 @@ class SessionStore:
         writes fail with it rather than go on in a transaction that no longer holds them."""
         savepoint = session.begin_nested()
         try:
-            session.execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+            session.connection().execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
         except SQLAlchemyError as exc:
             if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                 raise  # the connection is gone, the caller's transaction with it: an outage, for every writer
@@ -72,13 +73,13 @@ class SessionStore:
 @functools.cache
 def _upsert(dialect: str) -> Executable:
     """INSERT ... ON CONFLICT DO UPDATE (PostgreSQL, SQLite) or ON DUPLICATE KEY UPDATE (MySQL, MariaDB), built
-    once per dialect."""
+    once per dialect, on the table (an ORM-enabled INSERT is cloned, and its cache key built, at every execution)."""
     row: dict[str, Any] = {"key": bindparam("k"), "field": bindparam("f"), "value": bindparam("v"),
                            "updated_at": bindparam("at")}
     if dialect in ("mysql", "mariadb"):
-        upsert = mysql.insert(SessionEntry).values(row)
+        upsert = mysql.insert(_TABLE).values(row)
         return upsert.on_duplicate_key_update(value=upsert.inserted.value, updated_at=upsert.inserted.updated_at)
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(SessionEntry).values(row)
+    statement = insert(_TABLE).values(row)
     return statement.on_conflict_do_update(index_elements=["key", "field"], set_={
         "value": statement.excluded.value, "updated_at": statement.excluded.updated_at})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,10 +33,22 @@ def test_streamed_replies_one_after_another_reuse_one_connection(llm):
     llm.script(text("first reply"), tool_calls(("run_command", {"command": "ls"})), text("third reply"))
     model = make_model(llm)
 
-    replies = [model.stream_chat(messages=USER, tools=[RUN_COMMAND_TOOL]) for _ in range(3)]
+    replies = []
+    for _ in range(3):
+        replies.append(model.stream_chat(messages=USER, tools=[RUN_COMMAND_TOOL]))
+        _wait_for_the_read_to_the_end()  # the reply came at `[DONE]`; its connection goes back after the body
 
     assert [r.finish_reason for r in replies] == ["stop", "tool_calls", "stop"]
     assert llm.connections == 1
+
+
+def _wait_for_the_read_to_the_end(timeout_s: float = 10) -> None:
+    """Until the model client's workers (which read each body to its end, then return its connection) are done:
+    on a busy machine the next request could otherwise start first and open a connection of its own."""
+    deadline = time.monotonic() + timeout_s
+    while any(t.name == "model-request" and t.is_alive() for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the model client's worker did not finish reading"
+        time.sleep(0.01)
 
 
 def test_the_reply_is_handed_over_at_done_not_at_the_end_of_the_body(llm):
