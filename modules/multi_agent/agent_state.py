@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
 from modules.statuses import AgentState
 from modules.storage import agents as agent_store
 from modules.storage.db import Database
-from modules.storage.models import Agent
 
 # The states themselves are defined once, in modules/statuses.py.
 IDLE, RUNNING, WAITING, COMPLETED = AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING, AgentState.COMPLETED
@@ -28,6 +28,21 @@ ALLOWED: dict[AgentState, frozenset[AgentState]] = {
     RUNNING: frozenset({WAITING, COMPLETED, IDLE}),
     WAITING: frozenset({RUNNING, IDLE}),
 }
+
+
+class StateRead(Protocol):
+    """What a transition reads of the agent: an `Agent` the caller holds, or the row `agents.state_in` reads."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def display_name(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def version(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -68,14 +83,14 @@ class AgentStates:
         return None
 
     def transition_in(self, s: Session, agent_id: str, to_state: AgentState, *, force: bool = False,
-                      version: int | None = None, read: Agent | None = None) -> StateChange | None:
+                      version: int | None = None, read: StateRead | None = None) -> StateChange | None:
         """One compare-and-set inside the caller's transaction, so a state change can commit together with
         what causes it; the caller announces the change after the commit. With `version`, only from the
         row the caller saw. `read`: the row as the caller's transaction has just read it (no second read;
         a stale one only loses the compare-and-set on its version)."""
         if to_state not in STATES:
             raise ValueError(f"unknown agent state {to_state!r}")
-        agent = read if read is not None else agent_store.reread_in(s, agent_id)
+        agent: StateRead | None = read if read is not None else agent_store.state_in(s, agent_id)
         if agent is None or agent.state == to_state or \
                 (not force and to_state not in ALLOWED[AgentState(agent.state)]):
             return None

@@ -78,6 +78,8 @@ ReceiverRow = Row[str, str, bool, str]
 
 
 AGENTS = cast(Table, Agent.__table__)
+_STATE_OF = select(AGENTS.c.id, AGENTS.c.conversation_id, AGENTS.c.display_name, AGENTS.c.state, AGENTS.c.version) \
+    .where(AGENTS.c.id == bindparam("agent"))
 # Built once (a send's hot statement), executed on the session's connection without the ORM.
 _LOCK_RECEIVERS = select(AGENTS.c.id, AGENTS.c.display_name, AGENTS.c.terminated, AGENTS.c.state) \
     .where(AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
@@ -133,3 +135,10 @@ def set_state_in(session: Session, agent_id: str, version: int, state: str) -> b
 def reread_in(session: Session, agent_id: str) -> Agent | None:
     """The agent as the caller's transaction sees it now (not as its session cached it)."""
     return session.get(Agent, agent_id, populate_existing=True)
+
+
+def state_in(session: Session, agent_id: str) -> Row[str, str, str, str, int] | None:
+    """What a state transition reads of the agent (`id`, `conversation_id`, `display_name`, `state`, `version`),
+    as the caller's transaction sees it now: a row on the connection, not an ORM object loaded afresh (at every
+    turn's end)."""
+    return session.connection().execute(_STATE_OF, {"agent": agent_id}).first()

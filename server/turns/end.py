@@ -188,7 +188,7 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
 
 def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome) -> StateChange | None:
     """The agent leaves `running` (or `waiting`, when the turn died inside an ask), whatever it was."""
-    agent = agent_store.reread_in(s, agent_id)
+    agent = agent_store.state_in(s, agent_id)
     if agent is None or agent.state not in (agent_state.RUNNING, agent_state.WAITING):
         return None
     done = outcome.status == SUCCEEDED and agent.state == agent_state.RUNNING

@@ -88,7 +88,9 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
                                             owner="me")
             assert not tasks.set_task_status_in(s, task.id, tasks.FAILED, error={"code": "x"},
                                                 expected=tasks.ACTIVE_STATUSES, owner="me")
-            assert agents.set_state_in(s, sub.id, agent.version + 1, AgentState.IDLE)
+            read = agents.state_in(s, sub.id)
+            assert read is not None and (read.state, read.version) == (AgentState.RUNNING, agent.version + 1)
+            assert agents.set_state_in(s, sub.id, read.version, AgentState.IDLE)
         assert messages.list_messages(db, sub.id) == []
         return task.id
 
