@@ -132,11 +132,6 @@ def set_state_in(session: Session, agent_id: str, version: int, state: str) -> b
                                                 "next": version + 1, "at": now()})) == 1
 
 
-def reread_in(session: Session, agent_id: str) -> Agent | None:
-    """The agent as the caller's transaction sees it now (not as its session cached it)."""
-    return session.get(Agent, agent_id, populate_existing=True)
-
-
 def state_in(session: Session, agent_id: str) -> Row[str, str, str, str, int] | None:
     """What a state transition reads of the agent (`id`, `conversation_id`, `display_name`, `state`, `version`),
     as the caller's transaction sees it now: a row on the connection, not an ORM object loaded afresh (at every

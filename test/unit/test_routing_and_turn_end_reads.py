@@ -102,7 +102,7 @@ def test_routing_reads_the_active_record_once_and_no_question_while_no_agent_wai
 def test_a_question_is_looked_up_while_its_agent_waits(team):
     t = team
     with t.db.write() as s:
-        agent_store.set_state_in(s, t.sub.id, agent_store.reread_in(s, t.sub.id).version, agent_state.WAITING)
+        agent_store.set_state_in(s, t.sub.id, agent_store.state_in(s, t.sub.id).version, agent_state.WAITING)
     questions = Calls([])
     rt = SimpleNamespace(router=SimpleNamespace(waiting_for_user=lambda _ids: []),
                          user_questions=SimpleNamespace(list=questions),
