@@ -78,11 +78,12 @@ ReceiverRow = Row[str, str, bool, str]
 
 
 AGENTS = cast(Table, Agent.__table__)
-_STATE_OF = select(AGENTS.c.id, AGENTS.c.conversation_id, AGENTS.c.display_name, AGENTS.c.state, AGENTS.c.version) \
-    .where(AGENTS.c.id == bindparam("agent"))
 # Built once (a send's hot statement), executed on the session's connection without the ORM.
 _LOCK_RECEIVERS = select(AGENTS.c.id, AGENTS.c.display_name, AGENTS.c.terminated, AGENTS.c.state) \
     .where(AGENTS.c.id.in_(bindparam("ids", expanding=True))).with_for_update(read=True)
+# What a state transition reads (at every turn's end), likewise.
+_STATE_OF = select(AGENTS.c.id, AGENTS.c.conversation_id, AGENTS.c.display_name, AGENTS.c.state, AGENTS.c.version) \
+    .where(AGENTS.c.id == bindparam("agent"))
 
 
 _SET_STATE = AGENTS.update().where(AGENTS.c.id == bindparam("agent"), AGENTS.c.version == bindparam("read")) \

@@ -41,7 +41,7 @@ class SessionStore:
     def set(self, key: str, field: str, value: Any) -> None:
         """One statement, the database's own upsert: no read first, so no race to retry."""
         with self._db.write() as s:
-            s.connection().execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+            self._upsert_in(s, key, field, value)
 
     def set_in(self, session: Session, key: str, field: str, value: Any) -> bool:
         """`set` inside the caller's transaction (a group commit's batch: no commit of its own); False, with the
@@ -50,7 +50,7 @@ class SessionStore:
         writes fail with it rather than go on in a transaction that no longer holds them."""
         savepoint = session.begin_nested()
         try:
-            session.connection().execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
+            self._upsert_in(session, key, field, value)
         except SQLAlchemyError as exc:
             if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                 raise  # the connection is gone, the caller's transaction with it: an outage, for every writer
@@ -62,6 +62,9 @@ class SessionStore:
             return False
         savepoint.commit()
         return True
+
+    def _upsert_in(self, session: Session, key: str, field: str, value: Any) -> None:
+        session.connection().execute(_upsert(self._db.dialect), {"k": key, "f": field, "v": value, "at": now()})
 
     def delete(self, key: str, field: str) -> None:
         with self._db.write() as s:
