@@ -118,6 +118,11 @@ class Settings:
         "STREAM_FLUSH_MS", 40.0, "consecutive `text_chunk`s (or `reasoning_chunk`s) of one message that arrive "
         "within this window are sent and logged as one (their `content` joined); 0 sends every chunk as it comes",
         NOT_NEGATIVE)
+    stream_events_per_s: float = setting(
+        "STREAM_EVENTS_PER_S", 1000.0, "under load, a message's later chunks wait longer than `STREAM_FLUSH_MS` (up "
+        "to 1 s), so that the streams of a process send about this many chunk events a second in all (with S "
+        "messages streaming: S / this many seconds); a message's first chunk keeps `STREAM_FLUSH_MS`; 0: never "
+        "longer", NOT_NEGATIVE)
     peer_poll_s: float = setting("PEER_POLL_S", 1.0, "several processes: besides the Redis signals, how often a "
                                  "process reads the database for stops and answers meant for it", POSITIVE)
     db_timeout_s: float = setting(

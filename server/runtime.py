@@ -74,7 +74,8 @@ class Runtime:
             tokens_per_day=settings.budget_tokens_per_day, tokens_per_month=settings.budget_tokens_per_month,
             cost_per_day=settings.budget_cost_per_day, cost_per_month=settings.budget_cost_per_month),
             flush=self.ledger.flush)
-        self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000, writer=self.writer, spawn=spawn)
+        self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000,
+                                  events_per_s=settings.stream_events_per_s, writer=self.writer, spawn=spawn)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db), self.writer), signals,
                                              TeamVocabulary.of(profiles, signals))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Row, Table, bindparam, func, or_, select, update
@@ -48,9 +49,12 @@ def find_agent(db: Database, conversation_id: str, ref: str) -> Agent | None:
         ).first()
 
 
-def list_agents_in_states(db: Database, states: tuple[str, ...]) -> list[Agent]:
+def agents_in_states(db: Database, states: tuple[str, ...]) -> list[Row[str, str, int, datetime]]:
+    """The `id`, `conversation_id`, `version` and `updated_at` of the agents in `states` (the watchdog's sweep:
+    rows, not ORM objects, of hundreds of running agents)."""
     with db.read() as s:
-        return list(s.scalars(select(Agent).where(Agent.state.in_(states))))
+        return list(s.connection().execute(select(Agent.id, Agent.conversation_id, Agent.version, Agent.updated_at)
+                                           .where(Agent.state.in_(states))))
 
 
 def lock_terminated_in(session: Session, agent_id: str) -> bool | None:

@@ -10,7 +10,9 @@ per short batch); a caller delivers its events only once they are durable. Conse
 `text_chunk` events of one message within `flush_s` (STREAM_FLUSH_MS) become one event:
 the first chunk takes the next index and waits in memory, later chunks of the message
 append their text to it, and it is written and delivered when the window ends, or at
-once when any other event of the task comes (see README, "Configuration"). A chunk that
+once when any other event of the task comes (see README, "Configuration"); under load a message's later
+chunks wait longer (`StreamWindow`, STREAM_EVENTS_PER_S), so the flusher sleeps until the earliest chunk
+due, and a chunk due sooner (a message's first) wakes it. A chunk that
 comes after the window of the one waiting (or of another message) takes the next index
 and waits behind it: the flusher writes a task's waiting chunks in order, in its batch,
 so the model's reader never waits for a write (under load it wrote the late one itself:
@@ -20,6 +22,7 @@ a group-commit wait per chunk).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +40,7 @@ from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.models import TaskEvent
 from modules.storage.records import now
+from server.turns.stream_window import StreamWindow
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +64,24 @@ class _Buffered:
 
 
 class EventLog:
-    def __init__(self, db: Database, *, flush_s: float = 0.0, writer: GroupCommit | None = None,
-                 spawn: Callable[..., Any] | None = None):
-        """`spawn`: how a flushed chunk's delivery gets its thread (the server's green spawn: one per chunk
+    def __init__(self, db: Database, *, flush_s: float = 0.0, events_per_s: float = 0.0,
+                 writer: GroupCommit | None = None, spawn: Callable[..., Any] | None = None):
+        """`events_per_s`: the chunk events a second past which the window widens (`StreamWindow`; 0: never).
+        `spawn`: how a flushed chunk's delivery gets its thread (the server's green spawn: one per chunk
         of every stream, a Thread object each cost a visible share of the CPU under load, issue 26)."""
         self._db = db
         self._spawn = spawn or _thread
         self._flush_s = flush_s
+        self._window = StreamWindow(flush_s, events_per_s)
         self.writer = writer or GroupCommit(db)
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._next: dict[str, int] = {}
         self._buffered: dict[str, list[_Buffered]] = {}  # per task, in index order; only the last one grows
         self._due = threading.Condition()
+        # What the flusher sleeps until: a chunk due sooner wakes it (a message's first chunk under load);
+        # -inf while it writes (it looks again after), +inf while it looks.
+        self._sleep_until = -math.inf
         self._flusher: threading.Thread | None = None
 
     def append(self, task_id: str, event_type: str, data: dict[str, Any],
@@ -112,13 +121,16 @@ class EventLog:
                 held.data = {**held.data, "content": held.data.get("content", "") + data.get("content", "")}
                 return held.idx
             idx = self._take(task_id, 1)
-            # Every waiting chunk is due no later than this one: the flusher needs waking only when none waited.
+            due = moment + self._window.wait(task_id, (data.get("message_id"), event_type), moment)
+            if waiting:  # a task's waiting chunks are due in their order
+                due = max(due, waiting[-1].due)
             idle = not self._buffered
-            self._buffered.setdefault(task_id, []).append(
-                _Buffered(idx, dict(data), deliver, moment + self._flush_s, event_type))
-        with self._due:
-            self._ensure_flusher()
-            if idle:
+            self._buffered.setdefault(task_id, []).append(_Buffered(idx, dict(data), deliver, due, event_type))
+        # The flusher needs waking only when nothing waited or this is due before what it sleeps until: not
+        # once a chunk (taking its lock for every chunk of 500 streams was a visible cost, issue 26).
+        if idle or due < self._sleep_until or self._flusher is None:
+            with self._due:
+                self._ensure_flusher()
                 self._due.notify()
         return idx
 
@@ -149,15 +161,14 @@ class EventLog:
         with self._guard:
             self._locks.pop(task_id, None)
             self._next.pop(task_id, None)
+        self._window.forget(task_id)
 
     # -- inside a task's lock -------------------------------------------------------------
 
-    @contextmanager
-    def _locked(self, task_id: str) -> Iterator[None]:
+    def _locked(self, task_id: str) -> threading.Lock:
+        """The task's lock, for a `with` (a lock, not a generator's context manager: taken once per chunk)."""
         with self._guard:
-            lock = self._locks.setdefault(task_id, threading.Lock())
-        with lock:
-            yield
+            return self._locks.setdefault(task_id, threading.Lock())
 
     def _take(self, task_id: str, count: int) -> int:
         idx = self._next.get(task_id)
@@ -205,11 +216,19 @@ class EventLog:
         is busy is left to that task's writer, which writes it before its own event."""
         while True:
             with self._due:
+                self._sleep_until = math.inf
                 due = self._earliest()
                 while due is None or due > time.monotonic():
+                    self._sleep_until = math.inf if due is None else due
                     self._due.wait(None if due is None else max(0.0, due - time.monotonic()))
+                    self._sleep_until = math.inf
                     due = self._earliest()
-            self._flush_batch()
+                self._sleep_until = -math.inf
+            try:
+                self._flush_batch()
+            except Exception:  # it lives on: only a chunk that finds nothing waiting makes sure it runs
+                log.exception("writing the stream's waiting chunks failed")
+                time.sleep(self._flush_s)
 
     def _earliest(self) -> float | None:
         return min((w[0].due for w in list(self._buffered.values()) if w), default=None)
@@ -218,8 +237,7 @@ class EventLog:
         taken: list[tuple[str, threading.Lock, list[_Buffered]]] = []
         moment = time.monotonic()
         for task_id in [t for t, w in list(self._buffered.items()) if w and w[0].due <= moment]:
-            with self._guard:
-                lock = self._locks.setdefault(task_id, threading.Lock())
+            lock = self._locked(task_id)
             if not lock.acquire(blocking=False):
                 continue
             waiting = self._buffered.pop(task_id, None) or []

@@ -57,19 +57,23 @@ class Recovery:
         alive = rt.membership.alive()
         me = rt.membership.process_id
         recovered = 0
-        for task in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES):
-            if task.owner == me:
-                if self._runs_here(task.id):
+        for active in task_store.active_tasks(rt.db):
+            if active.owner == me:
+                if self._runs_here(active.id):
                     continue
-                log.error("task %s has no thread left in this process; the watchdog ends it", task.id)
-                recovered += self.end_task(task, FAILED, TURN_CRASHED)
-            elif task.owner not in alive:
-                recovered += self.end_task(task, FAILED, INTERRUPTED)
+                log.error("task %s has no thread left in this process; the watchdog ends it", active.id)
+                recovered += self._end(active.id, TURN_CRASHED)
+            elif active.owner not in alive:
+                recovered += self._end(active.id, INTERRUPTED)
         self._release_taskless_agents(orphan_grace_s)
         rt.commands.recover_lost(gone)
         for agent_id in queue.agents_with_queued(rt.db):
             self._start_turn(agent_id)
         return recovered
+
+    def _end(self, task_id: str, error: dict[str, Any]) -> bool:
+        task = task_store.get_task(self._rt.db, task_id)
+        return task is not None and self.end_task(task, FAILED, error)
 
     def end_task(self, task: Task, status: str, error: dict[str, Any] | None) -> bool:
         """End a task no thread runs: status, closed calls, released agent, last event and the parent's
@@ -114,8 +118,8 @@ class Recovery:
         """Running with no task anywhere (left by a version that claimed agents apart from their tasks):
         released only if it is still exactly as listed, in the transaction that checks for a task."""
         rt = self._rt
-        busy = {t.agent_id for t in task_store.list_tasks_with_status(rt.db, task_store.ACTIVE_STATUSES)}
-        for agent in agent_store.list_agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
+        busy = {active.agent_id for active in task_store.active_tasks(rt.db)}
+        for agent in agent_store.agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
             if agent.id in busy or now() - agent.updated_at <= grace_s:
                 continue
             with rt.db.write() as s:

@@ -248,3 +248,32 @@ def test_the_flusher_writes_a_tasks_waiting_chunks_in_order(team):
 
     assert [(d["idx"], d["content"]) for _, d in transport.of(task_id)] == [(0, "a"), (1, "b")]
     assert transport.not_durable == []
+
+
+def test_under_load_later_chunks_wait_longer_and_a_new_messages_first_chunk_goes_out_at_once(team):
+    """STREAM_EVENTS_PER_S: with five messages streaming and a budget of five chunk events a second, a message's
+    later chunks wait a second (pieces 0.1 s apart become one event); a new message's first chunk keeps the short
+    window, and wakes the flusher, asleep until the later chunks are due (issue 26)."""
+    db, conv, master = team
+    log, transport = EventLog(db, flush_s=0.02, events_per_s=5), Recorder(db)
+    tasks = _tasks(db, conv, master, 6)
+    senders = {task_id: _sender(log, transport, task_id, conv, master) for task_id in tasks}
+    streaming, newcomer = tasks[:5], tasks[5]
+    for task_id in streaming:
+        senders[task_id].emit(TextChunkEvent(message_id="m", content="a"))
+    for task_id in streaming:  # each message's first chunk went out alone, within the short window
+        transport.wait_for(1, task_id)
+    for task_id in streaming:
+        senders[task_id].emit(TextChunkEvent(message_id="m", content="b"))
+    time.sleep(0.1)  # the next pieces come long after the short window
+    for task_id in streaming:
+        senders[task_id].emit(TextChunkEvent(message_id="m", content="c"))
+
+    senders[newcomer].emit(TextChunkEvent(message_id="n", content="x"))
+    transport.wait_for(1, newcomer)
+    assert [len(transport.of(task_id)) for task_id in streaming] == [1] * 5  # theirs still wait
+
+    for task_id in streaming:
+        transport.wait_for(2, task_id)
+        assert [d["content"] for _, d in transport.of(task_id)] == ["a", "bc"]
+    assert transport.not_durable == []
