@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Row, Table, bindparam, func, or_, select, update
@@ -49,7 +48,7 @@ def find_agent(db: Database, conversation_id: str, ref: str) -> Agent | None:
         ).first()
 
 
-def agents_in_states(db: Database, states: tuple[str, ...]) -> list[Row[str, str, int, datetime]]:
+def agents_in_states(db: Database, states: tuple[str, ...]) -> list[Row[str, str, int, float]]:
     """The `id`, `conversation_id`, `version` and `updated_at` of the agents in `states` (the watchdog's sweep:
     rows, not ORM objects, of hundreds of running agents)."""
     with db.read() as s:
