@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-STREAMING_S = 1.0  # a task that sent a chunk within this long counts as streaming
 MAX_WAIT_S = 1.0
+# A task that started an event within this long counts as streaming: longer than the longest wait, so a task
+# whose chunks wait that long (an event a second) still counts.
+STREAMING_S = 2 * MAX_WAIT_S
 
 
 class StreamWindow:
@@ -25,7 +27,7 @@ class StreamWindow:
     def __init__(self, flush_s: float, events_per_s: float):
         self._flush_s = flush_s
         self._events_per_s = events_per_s
-        self._last: dict[str, tuple[float, Hashable]] = {}  # task -> its last chunk's moment and kind
+        self._last: dict[str, tuple[float, Hashable]] = {}  # task -> when its last event started, of what kind
         self._pruned = 0.0
 
     def wait(self, task_id: str, kind: Hashable, moment: float) -> float:
