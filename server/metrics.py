@@ -42,9 +42,17 @@ class Metrics:
         self.queue_depth = Gauge("chat_queued_messages", "Messages waiting in agents' queues (all processes)",
                                  registry=r)
 
+        self.chunk_wait = Gauge("chat_stream_chunk_wait_seconds", "How long a message's later text chunks wait "
+                                "to be sent as one event now: STREAM_FLUSH_MS, longer with many streams "
+                                "(STREAM_EVENTS_PER_S)", registry=r)
+
     def watch_queue_depth(self, read: Callable[[], float]) -> None:
         """Read at each scrape (a count from the database)."""
         self.queue_depth.set_function(read)
+
+    def watch_chunk_wait(self, read: Callable[[], float]) -> None:
+        """Read at each scrape (the event log's window)."""
+        self.chunk_wait.set_function(read)
 
     def command_ended(self, status: str, duration_s: float) -> None:
         self.commands.labels(status).inc()

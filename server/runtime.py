@@ -76,6 +76,7 @@ class Runtime:
             flush=self.ledger.flush)
         self.event_log = EventLog(db, flush_s=settings.stream_flush_ms / 1000,
                                   events_per_s=settings.stream_events_per_s, writer=self.writer, spawn=spawn)
+        self.metrics.watch_chunk_wait(self.event_log.chunk_wait)
         self.agent_states = AgentStates(db)
         self.fast_path = ActiveAgentFastPath(db, ActiveAgentSessionStore(SessionStore(db), self.writer), signals,
                                              TeamVocabulary.of(profiles, signals))

@@ -156,6 +156,10 @@ class EventLog:
             self._next.pop(task_id, None)
         return idx
 
+    def chunk_wait(self) -> float:
+        """Seconds a message's later chunks wait now: `STREAM_FLUSH_MS`, longer under load."""
+        return self._window.later(time.monotonic())
+
     def forget(self, task_id: str) -> None:
         """Drop the cached state of a finished task."""
         with self._guard:

@@ -34,7 +34,13 @@ class StreamWindow:
         """Seconds a chunk of `kind` (its message and event type) that arrived at `moment` waits."""
         last = self._last.get(task_id)
         self._last[task_id] = (moment, kind)
-        if self._events_per_s <= 0 or last is None or last[1] != kind:
+        if last is None or last[1] != kind:
+            return self._flush_s
+        return self.later(moment)
+
+    def later(self, moment: float) -> float:
+        """Seconds a message's later chunk waits now (the `/metrics` gauge `chat_stream_chunk_wait_seconds`)."""
+        if self._events_per_s <= 0:
             return self._flush_s
         if moment - self._pruned > STREAMING_S:
             self._prune(moment)

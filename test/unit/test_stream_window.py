@@ -49,3 +49,11 @@ def test_tasks_that_stopped_streaming_or_ended_count_no_longer():
     assert window.wait("t0", ("m", TEXT), 1.2) == pytest.approx(0.7)
     later = 1.0 + STREAMING_S * 2  # the other tasks sent nothing since
     assert window.wait("t0", ("m", TEXT), later) == pytest.approx(max(FLUSH_S, 1 / 10))
+
+
+def test_the_wait_of_later_chunks_now_is_what_the_metrics_show():
+    window = StreamWindow(FLUSH_S, events_per_s=10)
+    assert window.later(1.0) == FLUSH_S
+    _streaming(window, 5, 1.0)
+    assert window.later(1.1) == pytest.approx(0.5)
+    assert window.later(1.0 + STREAMING_S * 2) == FLUSH_S  # nobody sent anything since
