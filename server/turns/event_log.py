@@ -112,7 +112,7 @@ class EventLog:
         if self._flush_s <= 0:
             return self.append_many(task_id, [(event_type, data)],
                                     lambda first: deliver(first, [(event_type, data)]))
-        with self._locked(task_id):
+        with self._lock_of(task_id):
             waiting = self._buffered.get(task_id)
             held = waiting[-1] if waiting else None
             moment = time.monotonic()
@@ -138,7 +138,7 @@ class EventLog:
     def exclusive(self, task_id: str) -> Iterator[None]:
         """No other event of the task is written meanwhile (for `append_in` and its delivery); a chunk
         still waiting is written first, so it keeps its place before whatever comes next."""
-        with self._locked(task_id):
+        with self._lock_of(task_id):
             self._flush_locked(task_id)
             yield
 
@@ -169,7 +169,7 @@ class EventLog:
 
     # -- inside a task's lock -------------------------------------------------------------
 
-    def _locked(self, task_id: str) -> threading.Lock:
+    def _lock_of(self, task_id: str) -> threading.Lock:
         """The task's lock, for a `with` (a lock, not a generator's context manager: taken once per chunk)."""
         with self._guard:
             return self._locks.setdefault(task_id, threading.Lock())
@@ -241,7 +241,7 @@ class EventLog:
         taken: list[tuple[str, threading.Lock, list[_Buffered]]] = []
         moment = time.monotonic()
         for task_id in [t for t, w in list(self._buffered.items()) if w and w[0].due <= moment]:
-            lock = self._locked(task_id)
+            lock = self._lock_of(task_id)
             if not lock.acquire(blocking=False):
                 continue
             waiting = self._buffered.pop(task_id, None) or []
