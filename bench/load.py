@@ -19,9 +19,10 @@ send), the server's added latency over the model's own streaming time, events/s,
 per streamed reply, server RSS and memory per idle connection, and the goals met/missed.
 
 Each run first drives the bare relay (bench/streaming/relay.py: Flask-SocketIO, eventlet and the official openai
-client streaming the same model, with no database, routing or history), then the product, with the same
-clients, and prints both side by side with their ratio: how far the product is from what the stack allows
-(issue 26).
+client streaming the same model, with no database, routing or history), then the relay making the product's
+three model requests a reply (`--stages`: a routing request before it, a suggestion request after it), then the
+product, with the same clients, and prints them side by side with the ratios: how far the product is from what
+the stack allows (issue 26), and how much of that distance the model traffic alone accounts for.
 
 `--processes N` drives the product on PostgreSQL behind nginx (deploy/run_cluster.py: sticky sessions, the
 Redis message queue) with 1, then N processes, and prints the streams completed per second of each.
@@ -183,12 +184,15 @@ def run(args: argparse.Namespace) -> int:
                 compare_processes(rounds)
                 return 0
             relay = one(load_targets.relay(llm.base_url, tmp / "relay"), goals=False)
+            staged = one(load_targets.relay(llm.base_url, tmp / "relay-staged", stages=True), goals=False)
             product = one(load_targets.product(llm.base_url, tmp / "product", database, env), goals=True,
                           profile=args.profile)
-            if relay is None or product is None:
+            if relay is None or staged is None or product is None:
                 return 1
-            compare_with_relay(summary("bare relay", args, relay[1]), summary(product[0], args, product[1]))
-            print(cpu.report([(label, result["cpu"]) for label, result in (relay, product) if result.get("cpu")]))
+            compare_with_relay(summary("bare relay", args, relay[1]), summary(product[0], args, product[1]),
+                               summary(staged[0], args, staged[1]))
+            print(cpu.report([(label, result["cpu"]) for label, result in (relay, staged, product)
+                              if result.get("cpu")]))
             return 0
     finally:
         if args.keep:

@@ -32,6 +32,7 @@ import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -47,22 +48,36 @@ if str(ROOT) not in sys.path:  # `python bench/streaming/relay.py` puts bench/st
 from modules.event_catalogue import (  # noqa: E402
     AiMessageStartEvent,
     ErrorEvent,
+    SuggestionsEvent,
     TaskCompleteEvent,
     TextChunkEvent,
     TextEndEvent,
 )
+from modules.llm.client_pools import ClientPools  # noqa: E402
+from modules.multi_agent.routing_stage import ROUTER  # noqa: E402
 from modules.statuses import SendStatus  # noqa: E402
 from run import connection_capacity, keep_pool_probes_off_the_hub  # noqa: E402
 
-MAX_STREAMS = 2000  # connections the shared client keeps: more than any bench run streams at once
+MAX_STREAMS = 1000  # model connections, as the product's default LLM_MAX_CONNECTIONS: more than a bench run streams
+# The openings the product's stage prompts start with (modules/multi_agent/routing_stage.py, modules/suggestions.py),
+# which the scripted model answers as it answers the product's; about their length, so a request costs as much.
+ROUTING_PROMPT = (f"You are {ROUTER}. Do two things in one answer. First rewrite the user's latest message into one "
+                  "self-contained query, resolving references from the recent conversation, in its language. Then "
+                  "choose the one agent that should handle it.\nAgents:\n- MasterAgent: answers the user.\n"
+                  'Answer with JSON only: {"query": "<rewritten query>", "agent": "<name>"}. Choose MasterAgent '
+                  "when no specialist fits.")
+SUGGESTION_PROMPT = ("You suggest what the user may want to say next, after the assistant's reply.\nGive 1 to 4 "
+                     "short suggestions in the user's language, written as the user would type them.\n"
+                     'Answer with JSON only: {"questions": ["...", "..."]}')
 
 
 class Relay:
     """The relay's whole state: conversation ids and each task's sent events."""
 
-    def __init__(self, client: openai.OpenAI, model: str) -> None:
-        self.client = client
+    def __init__(self, pools: ClientPools[openai.OpenAI], model: str, *, stages: bool = False) -> None:
+        self.pools = pools
         self.model = model
+        self.stages = stages
         self.conversations: set[str] = set()
         self.logs: dict[str, list[dict[str, Any]]] = {}
 
@@ -110,6 +125,28 @@ class Relay:
 
         return app, socketio
 
+    def deltas(self, messages: list[dict[str, str]]) -> Iterator[str]:
+        """The text deltas of one streamed request, each SSE line parsed by `json.loads` alone."""
+        with self.pools.client() as client, client.chat.completions.with_streaming_response.create(
+            model=self.model, messages=messages, stream=True,  # type: ignore[arg-type]
+        ) as response:
+            for line in response.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                choices = json.loads(line[6:]).get("choices") or [{}]
+                content = (choices[0].get("delta") or {}).get("content")
+                if content:
+                    yield content
+
+    def ask(self, system: str, user: str) -> dict[str, Any]:
+        """A stage request: its whole answer, parsed as the JSON object it is asked for ({} when it is not one)."""
+        answer = "".join(self.deltas([{"role": "system", "content": system}, {"role": "user", "content": user}]))
+        try:
+            parsed = json.loads(answer)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
     def stream(self, socketio: SocketIO, cid: str, task_id: str, message: str) -> None:
         log = self.logs[task_id]
 
@@ -118,25 +155,30 @@ class Relay:
             log.append({"idx": len(log), "type": kind, "data": data, "ts": time.time()})
             socketio.emit(kind, {**data, "idx": len(log) - 1}, to=cid)
 
-        emit(AiMessageStartEvent.TYPE)
         text: list[str] = []
         try:
-            with self.client.chat.completions.with_streaming_response.create(
-                model=self.model, messages=[{"role": "user", "content": message}], stream=True,
-            ) as response:
-                for line in response.iter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    choices = json.loads(line[6:]).get("choices") or [{}]
-                    content = (choices[0].get("delta") or {}).get("content")
-                    if content:
-                        text.append(content)
-                        emit(TextChunkEvent.TYPE, content=content)
+            if self.stages:
+                route = self.ask(ROUTING_PROMPT, f"Recent conversation:\n(none)\n\nLatest message: {message}")
+                query = route.get("query")
+                message = query if isinstance(query, str) and query else message
+            emit(AiMessageStartEvent.TYPE)
+            for content in self.deltas([{"role": "user", "content": message}]):
+                text.append(content)
+                emit(TextChunkEvent.TYPE, content=content)
         except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
             emit(ErrorEvent.TYPE, code="model_error", message=str(exc))
             return
-        emit(TextEndEvent.TYPE, content="".join(text))
+        reply = "".join(text)
+        emit(TextEndEvent.TYPE, content=reply)
         emit(TaskCompleteEvent.TYPE, has_running_sub_agents=False, has_running_background_commands=False)
+        if self.stages:
+            try:
+                questions = self.ask(SUGGESTION_PROMPT, f"User said: {message}\n\nAssistant replied: {reply}")
+            except (openai.OpenAIError, httpx2.HTTPError):
+                return  # as the product: a failed suggestion request offers none
+            offered = [q for q in questions.get("questions") or [] if isinstance(q, str)]
+            if offered:
+                emit(SuggestionsEvent.TYPE, questions=offered, message_id=task_id)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,13 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5001)
     parser.add_argument("--database-url", help="unused: the relay stores nothing (the suite's ServerProcess passes it)")
+    parser.add_argument("--stages", action="store_true",
+                        help="a routing request before each reply and a suggestion request after it, as the product")
     args = parser.parse_args(argv)
     keep_pool_probes_off_the_hub()  # as the product does (run.py): without it the relay, not the stack, is measured
-    limits = httpx2.Limits(max_connections=MAX_STREAMS, max_keepalive_connections=MAX_STREAMS)
-    http = openai.DefaultHttpx2Client(limits=limits, timeout=float(os.environ.get("LLM_TIMEOUT_S", "60")))
-    client = openai.OpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ.get("OPENAI_API_KEY", "x"),
-                           http_client=http, max_retries=0)
-    app, socketio = Relay(client, os.environ.get("LLM_MODEL", "scripted-model")).create_app()
+    timeout = float(os.environ.get("LLM_TIMEOUT_S", "60"))
+
+    def client(connections: int) -> openai.OpenAI:
+        limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return openai.OpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ.get("OPENAI_API_KEY", "x"),
+                             http_client=openai.DefaultHttpx2Client(limits=limits, timeout=timeout), max_retries=0)
+
+    app, socketio = Relay(ClientPools(MAX_STREAMS, client), os.environ.get("LLM_MODEL", "scripted-model"),
+                          stages=args.stages).create_app()
     pool_size, _ = connection_capacity()
     socketio.run(app, host=args.host, port=args.port, log_output=False, max_size=pool_size)
     return 0

@@ -123,16 +123,20 @@ def report_soak(result: dict) -> int:
 
 
 
-def compare_with_relay(relay: Summary, product: Summary) -> None:
+def compare_with_relay(relay: Summary, product: Summary, staged: Summary | None = None) -> None:
     """Issue 26: the product's completion p99 within 1.5x the bare relay's in the same run, first chunk p99
-    under 2 s."""
-    print(f"\n{'':24} {'completion p99':>15} {'first chunk p99':>16} {'streams/s':>10} {'kB/idle':>8}")
-    for s in (relay, product):
-        print(f"{s.label:24} {s.completion_p99_s:>13.3f} s {s.first_chunk_p99_s:>14.3f} s "
+    under 2 s. `staged`: the relay making the product's three model requests a reply, what bounds the ratio
+    when the product makes them too (printed beside, not a goal)."""
+    rows = [relay, *([staged] if staged else []), product]
+    print(f"\n{'':28} {'completion p99':>15} {'first chunk p99':>16} {'streams/s':>10} {'kB/idle':>8}")
+    for s in rows:
+        print(f"{s.label:28} {s.completion_p99_s:>13.3f} s {s.first_chunk_p99_s:>14.3f} s "
               f"{s.streams_per_s:>10.1f} {s.kb_per_idle:>8.1f}")
-    print(f"{'product / relay':24} {product.completion_p99_s / relay.completion_p99_s:>14.2f}x "
-          f"{product.first_chunk_p99_s / relay.first_chunk_p99_s:>15.2f}x "
-          f"{product.streams_per_s / relay.streams_per_s:>9.2f}x {product.kb_per_idle / relay.kb_per_idle:>7.2f}x")
+    for base in rows[:-1]:
+        name = "product / relay" if base is relay else f"product / {base.label}"
+        print(f"{name:28} {product.completion_p99_s / base.completion_p99_s:>14.2f}x "
+              f"{product.first_chunk_p99_s / base.first_chunk_p99_s:>15.2f}x "
+              f"{product.streams_per_s / base.streams_per_s:>9.2f}x {product.kb_per_idle / base.kb_per_idle:>7.2f}x")
     print("goals (issue 26):")
     for name, ok in [
         ("relay and product: all connected, all completed, 0 lost", relay.complete and product.complete),
@@ -142,6 +146,19 @@ def compare_with_relay(relay: Summary, product: Summary) -> None:
         (f"at most {IDLE_KB_GOAL:g} kB per idle connection", product.kb_per_idle <= IDLE_KB_GOAL),
     ]:
         print(f"  {'met   ' if ok else 'MISSED'} {name}")
+    if staged is not None:
+        print(f"what bounds them: the relay making the product's three model requests a reply ({staged.label}, "
+              f"complete: {'yes' if staged.complete else 'NO'}) takes "
+              f"{staged.completion_p99_s / relay.completion_p99_s:.2f}x the bare relay's completion p99 and "
+              f"{staged.first_chunk_p99_s:.3f} s to its first chunk p99; the product "
+              f"{product.completion_p99_s / staged.completion_p99_s:.2f}x and "
+              f"{product.first_chunk_p99_s / staged.first_chunk_p99_s:.2f}x that (its database, routing, turns)")
+        if staged.first_chunk_p99_s >= FIRST_CHUNK_GOAL_S:
+            print(f"  first chunk p99 < {FIRST_CHUNK_GOAL_S:g} s is out of reach here for any server on this stack "
+                  "that routes before it answers: the relay making the same requests missed it")
+        if staged.completion_p99_s > RELAY_FACTOR * relay.completion_p99_s:
+            print(f"  completion p99 <= {RELAY_FACTOR:g}x the bare relay's is out of reach here for any server on this "
+                  "stack making these requests: the relay making them missed it")
 
 
 def compare_processes(rounds: list[list[Summary]]) -> None:

@@ -21,6 +21,7 @@ from test.db_urls import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
 RELAY_LAUNCHER = [str(ROOT / "bench" / "streaming" / "relay.py")]
+STAGED_RELAY = "relay, 3 requests"
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,12 @@ class Target:
 
 
 @contextlib.contextmanager
-def relay(llm_url: str, data_dir: Path) -> Iterator[Target]:
-    server = ServerProcess(data_dir, llm_url, launcher=RELAY_LAUNCHER).start(timeout=60)
+def relay(llm_url: str, data_dir: Path, *, stages: bool = False) -> Iterator[Target]:
+    """The bare relay; `stages`: with the product's routing and suggestion requests around each reply."""
+    launcher = RELAY_LAUNCHER + (["--stages"] if stages else [])
+    server = ServerProcess(data_dir, llm_url, launcher=launcher).start(timeout=60)
     try:
-        yield Target("bare relay", server.url, [server.proc.pid], server.log_text,
+        yield Target(STAGED_RELAY if stages else "bare relay", server.url, [server.proc.pid], server.log_text,
                      lambda: {"server (relay)": [server.proc.pid]})
     finally:
         server.stop()
