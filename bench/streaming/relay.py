@@ -12,12 +12,22 @@ the product's protocol (docs/API.md) that bench/load_driver.cjs uses:
 - `GET /api/tasks/<task_id>?from=N` -> the events it sent, so the driver's loss check runs unchanged.
 
 No database, routing, history, agent states or flushing window: one green thread per message opens one
-streamed request on one shared client (connection limits sized for every stream at once) and emits what
-comes. The request goes through the official client's raw streaming response (`with_streaming_response`):
-SSE lines parsed with `json.loads`, the cheapest path the client offers, so the figure is the stack's floor.
-The events' log is a list in memory, kept only for the driver's check (a few hundred bytes per stream).
+streamed request and emits what comes. Its clients are the product's pools (modules/llm/client_pools.py: the
+connections for every stream at once, in pools of at most 32, so handing one out stays cheap; one pool of
+hundreds cost the relay more than the stack must). The request goes through the official client's raw streaming
+response (`with_streaming_response`): SSE lines parsed with `json.loads`, the cheapest path the client offers, so
+the figure is the stack's floor. The events' log is a list in memory, kept only for the driver's check (a few
+hundred bytes per stream).
 
-Run: `python bench/streaming/relay.py --port P` with OPENAI_BASE_URL, OPENAI_API_KEY, LLM_MODEL in the environment.
+`--stages` makes the product's model traffic on the same floor: before the reply, one routing request (as the
+product's combined routing stage: a `RoutingAgent` system prompt, its JSON answer read whole and parsed; the reply
+request carries the user's message, as the product's agent gets it), and after `task_complete` one suggestion
+request (a `suggestions` event when it offers any). The product makes these three requests for every reply to a
+new conversation, the bare relay one, so bench/load.py can show how much of the product's distance from the bare
+relay its model traffic alone accounts for.
+
+Run: `python bench/streaming/relay.py --port P [--stages]` with OPENAI_BASE_URL, OPENAI_API_KEY, LLM_MODEL in the
+environment.
 """
 
 from __future__ import annotations
@@ -157,10 +167,8 @@ class Relay:
 
         text: list[str] = []
         try:
-            if self.stages:
-                route = self.ask(ROUTING_PROMPT, f"Recent conversation:\n(none)\n\nLatest message: {message}")
-                query = route.get("query")
-                message = query if isinstance(query, str) and query else message
+            if self.stages:  # the answer is read and parsed, as the product's; its reply request carries the message
+                self.ask(ROUTING_PROMPT, f"Recent conversation:\n(none)\n\nLatest message: {message}")
             emit(AiMessageStartEvent.TYPE)
             for content in self.deltas([{"role": "user", "content": message}]):
                 text.append(content)

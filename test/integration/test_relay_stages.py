@@ -1,6 +1,6 @@
 """The relay of bench/load.py with `--stages` makes the product's model traffic around a reply (issue 26): a routing
-request before it, whose rewritten query the reply request carries, and a suggestion request after `task_complete`,
-whose questions it emits; without `--stages` the reply's request is its only one."""
+request before it (the reply request carries the user's message, as the product's agent gets it), and a suggestion
+request after `task_complete`, whose questions it emits; without `--stages` the reply's request is its only one."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from modules.event_catalogue import SuggestionsEvent, TaskCompleteEvent, TextChu
 from modules.multi_agent.routing_stage import ROUTER
 from test.conftest import wait_until
 from test.integration.event_recorder import Recorder
-from test.scripted_llm import match_system, text
+from test.scripted_llm import STAGE_MARKERS, match_system, text
 
-SUGGESTING = "You suggest what the user may want to say next"
+SUGGESTING = STAGE_MARKERS[3]
 
 
 def _system(body: dict) -> str:
@@ -47,7 +47,8 @@ def test_the_staged_relay_routes_before_the_reply_and_suggests_after_it(make_ser
     reply_request = next(r.body for r in llm.requests if not _system(r.body))
     if stages:
         assert len(asked) == 3 and ROUTER in asked[0] and SUGGESTING in asked[2], asked
-        assert reply_request["messages"][-1]["content"] == "hello, rewritten"
+        assert llm.requests[0].body["messages"][-1]["content"].endswith("Latest message: hello")
+        assert reply_request["messages"][-1]["content"] == "hello"
         assert kinds.index(TaskCompleteEvent.TYPE) < kinds.index(SuggestionsEvent.TYPE)
         offered = next(data for kind, data in room.seen() if kind == SuggestionsEvent.TYPE)
         assert offered["questions"] == ["and then?"]
