@@ -123,6 +123,10 @@ class Settings:
         "to 1 s), so that the streams of a process send about this many chunk events a second in all (with S "
         "messages streaming: S / this many seconds); a message's first chunk keeps `STREAM_FLUSH_MS`; 0: never "
         "longer", NOT_NEGATIVE)
+    group_commit_gather_ms: float = setting(
+        "GROUP_COMMIT_GATHER_MS", 4.0, "SQLite: while a process writes for many streams at once, each shared write "
+        "transaction first waits this long for more writers (as PostgreSQL's `commit_delay`); a quiet server's "
+        "writes never wait; 0: never", NOT_NEGATIVE)
     peer_poll_s: float = setting("PEER_POLL_S", 1.0, "several processes: besides the Redis signals, how often a "
                                  "process reads the database for stops and answers meant for it", POSITIVE)
     db_timeout_s: float = setting(

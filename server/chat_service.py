@@ -108,16 +108,17 @@ class ChatService:
                 log.warning("could not record the answer to client message %s", req.client_message_id)
         return answer
 
-    def _conversation(self, user_id: int, req: SendMessageBody) -> Conversation:
+    def _conversation(self, user_id: int, req: SendMessageBody) -> tuple[Conversation, str]:
+        """The conversation and its master's id (the held message is addressed to the master until routed)."""
         rt = self._rt
         if req.conversation_id is None:
-            created, _ = conversation_store.create_conversation(rt.db, user_id, title_from(req.message),
-                                                                rt.master.name)
-            return created
-        conv = conversation_store.get_conversation(rt.db, req.conversation_id, user_id)
-        if conv is None:
+            created, master = conversation_store.create_conversation(rt.db, user_id, title_from(req.message),
+                                                                     rt.master.name)
+            return created, master.id
+        found = conversation_store.get_conversation_and_master(rt.db, req.conversation_id, user_id)
+        if found is None:
             raise NotFound("conversation")
-        return conv  # touched with the held message, in its transaction (`RoutingInbox.hold`)
+        return found  # touched with the held message, in its transaction (`RoutingInbox.hold`)
 
     def _deliver(self, user_id: int, req: SendMessageBody,
                  on_conversation: Callable[[str], None] | None) -> SendAccepted:
@@ -127,7 +128,7 @@ class ChatService:
         if earlier is not None:
             return self._answer_stored(earlier, on_conversation)
         refuse_over_budget(self._rt.budgets, user_id)
-        conv = self._conversation(user_id, req)
+        conv, master_id = self._conversation(user_id, req)
         rt.ledger.know(conv.id, conv.user_id)  # its turns' model requests are metered without reading it again
         if on_conversation is not None:
             on_conversation(conv.id)
@@ -135,8 +136,7 @@ class ChatService:
         if req.question_id:
             self._routing.check_question(conv, agent_store.list_agents(rt.db, conv.id), req.question_id)
         with self._in_order(conv.id):
-            held = self.inbox.hold(conv, req.message, req.question_id, _message_id(conv.user_id, req.client_message_id),
-                                   req.client_message_id,
+            held = self.inbox.hold(conv, master_id, req.message, req.question_id, message_id, req.client_message_id,
                                    title=title_from(req.message) if conv.title == DEFAULT_TITLE else None)
         return pending_answer(held.id, conv.id)
 

@@ -7,9 +7,11 @@ records; turns, routes, sockets and outages are counted where they happen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from modules.usage.records import UsageRecord
 
@@ -54,6 +56,10 @@ class Metrics:
         """Read at each scrape (the event log's window)."""
         self.chunk_wait.set_function(read)
 
+    def watch_database(self, statements: Callable[[], dict[str, int]], commits: Callable[[], int]) -> None:
+        """The database's statements by verb and its committed write transactions, read at each scrape."""
+        self.registry.register(_DatabaseCounts(statements, commits))
+
     def command_ended(self, status: str, duration_s: float) -> None:
         self.commands.labels(status).inc()
         self.command_seconds.observe(duration_s)
@@ -72,3 +78,18 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _DatabaseCounts(Collector):
+    """Counters the database layer keeps itself (modules/storage/statement_counts.py), exposed as they stand."""
+
+    def __init__(self, statements: Callable[[], dict[str, int]], commits: Callable[[], int]):
+        self._statements, self._commits = statements, commits
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        statements = CounterMetricFamily("chat_database_statements", "Statements sent to the database, by verb",
+                                         labels=["verb"])
+        for verb, count in self._statements().items():
+            statements.add_metric([verb], count)
+        yield statements
+        yield CounterMetricFamily("chat_database_commits", "Write transactions committed", value=self._commits())

@@ -17,15 +17,15 @@ import time
 
 from sqlalchemy.orm import Session
 
+from modules.agents.profiles import MASTER_KIND
 from modules.event_catalogue import RouteEvent
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage, RouteError
 from modules.multi_agent.user_questions import StaleQuestion
 from modules.statuses import MessageSource, Visibility
-from modules.storage import agents as agent_store
 from modules.storage import conversations as conversation_store
 from modules.storage import pending_messages, unrouted
 from modules.storage.message_meta import MessageMeta, RoutedTo
-from modules.storage.models import Conversation
+from modules.storage.models import Agent, Conversation
 from server.runtime import Runtime
 from server.sender import to_room
 from server.turns.events import emit_pending_count
@@ -47,16 +47,15 @@ class RoutingInbox:
         self._again: set[str] = set()
         self._failures: dict[str, int] = {}  # conversation -> the worker's failures in a row
 
-    def hold(self, conv: Conversation, content: str, question_id: str | None, message_id: str | None,
-             client_message_id: str | None, *, title: str | None = None) -> PendingMessage:
-        """Store the message for routing (addressed to the master until routed) and start routing it. The
-        conversation is touched (and given `title`) in the same transaction, which concurrent sends share
-        (the group commit)."""
+    def hold(self, conv: Conversation, master_id: str, content: str, question_id: str | None,
+             message_id: str | None, client_message_id: str | None, *, title: str | None = None) -> PendingMessage:
+        """Store the message for routing (addressed to the conversation's master, `master_id`, until routed) and
+        start routing it. The conversation is touched (and given `title`) in the same transaction, which
+        concurrent sends share (the group commit)."""
         rt = self._rt
-        master = agent_store.get_master(rt.db, conv.id)
         meta = MessageMeta(source=MessageSource.USER, visibility=Visibility.CHAT,
                            client_message_id=client_message_id or None)
-        message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master.id, type="message",
+        message = PendingMessage.new(conversation_id=conv.id, target_agent_id=master_id, type="message",
                                      content=content, source_display_name="user", question_id=question_id,
                                      meta=meta, id=message_id)
         values = message.row_values()
@@ -121,8 +120,7 @@ class RoutingInbox:
         time.sleep(delay)
         self.kick(conversation_id)
 
-    def _decide(self, conv: Conversation, message: PendingMessage) -> RouteDecision:
-        agents = agent_store.list_agents(self._rt.db, conv.id)
+    def _decide(self, conv: Conversation, agents: list[Agent], message: PendingMessage) -> RouteDecision:
         try:
             return self._routing.decide(conv, agents, message.content, message.question_id)
         except StaleQuestion:  # the question it answered closed while the message waited: route it as a message
@@ -130,20 +128,22 @@ class RoutingInbox:
 
     def _route(self, held: PendingMessage) -> None:
         rt = self._rt
-        conv = conversation_store.get_conversation(rt.db, held.conversation_id)
-        if conv is None:  # deleted while the message waited: its rows go with it
+        found = conversation_store.get_conversation_and_agents(rt.db, held.conversation_id)
+        if found is None:  # deleted while the message waited: its rows go with it
             log.info("message %s: its conversation is gone", held.id)
             return
+        conv, agents = found
+        master = next(a for a in agents if a.kind == MASTER_KIND)
         try:
             with rt.tracing.span("route message", {"gen_ai.conversation.id": conv.id,
                                                     "chat.message_id": held.id}) as span:
-                decision = self._decide(conv, held)
+                decision = self._decide(conv, agents, held)
                 if span is not None:
                     span.set_attribute("chat.route", decision.route)
                     span.set_attribute("chat.target_agent", decision.target.display_name)
         except Exception:
             log.exception("routing message %s failed; the master gets it", held.id)
-            decision = RouteDecision(PIPELINE, agent_store.get_master(rt.db, conv.id), reason="routing failed")
+            decision = RouteDecision(PIPELINE, master, reason="routing failed")
         rt.metrics.routes.labels(decision.route).inc()
         meta = held.meta.merged(route=decision.route, rewritten_query=decision.rewritten or None,
                                 route_reason=decision.reason or None)
@@ -156,7 +156,7 @@ class RoutingInbox:
             routed = rt.router.release(message)
         except RouteError as exc:  # its agent was terminated in between: the master takes it
             log.warning("message %s: %s; the master gets it", held.id, exc)
-            target = agent_store.get_master(rt.db, conv.id)
+            target = master  # (a conversation's master is never replaced)
             message = PendingMessage.new(conversation_id=conv.id, target_agent_id=target.id, type="message",
                                          content=held.content, source_display_name="user", meta=meta, id=held.id)
             routed = rt.router.release(message)

@@ -61,10 +61,11 @@ class Runtime:
         self.peers = build_peer_signals(settings.redis_url, self.membership.process_id)
         self.rate_limiter = RateLimiter(settings.redis_url)
         # One per process: the events and sends of every task share its transactions.
-        self.writer = GroupCommit(db)
+        self.writer = GroupCommit(db, gather_s=settings.group_commit_gather_ms / 1000)
         # Every model request is metered here, in one place; its ledger rows ride the group commit.
         self.metrics = Metrics()
         self.metrics.watch_queue_depth(lambda: _or_nan(lambda: queued_total(db)))
+        self.metrics.watch_database(db.statement_counts.statements, db.statement_counts.commits)
         self.ledger = UsageLedger(db, self.writer, listeners=(self.metrics.model_request,))
         sandbox.watchers.append(self.metrics.command_ended)
         self.tracing = build_tracing(settings.traces)

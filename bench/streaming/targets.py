@@ -55,7 +55,8 @@ def product(llm_url: str, data_dir: Path, database: str, env: dict[str, str]) ->
         pid = server.proc.pid
         yield Target(f"product ({database})", server.url, [pid], server.log_text,
                      lambda: {"server": [pid], **(cpu.postgres(_name(database_url)) if database_url else {})},
-                     (lambda: cpu.postgres_counts(_name(database_url))) if database_url else dict)
+                     lambda: {**cpu.database_counts([server.url]),
+                              **(cpu.postgres_counts(_name(database_url)) if database_url else {})})
 
 
 @contextlib.contextmanager
@@ -74,8 +75,9 @@ def behind_nginx(llm_url: str, data_dir: Path, processes: int, env: dict[str, st
                           per_client_connections=int(env.get("CLIENT_MAX_CONNECTIONS", "128")))
         with cluster:
             label = f"{processes} process{'es' if processes > 1 else ''} behind nginx (postgresql)"
+            backends = [f"http://127.0.0.1:{port}" for port in cluster.backend_ports]
             yield Target(label, cluster.url, cluster.pids, cluster.log_tail, lambda: _cluster_components(cluster),
-                         lambda: cpu.postgres_counts(_name(database_url)))
+                         lambda: {**cpu.database_counts(backends), **cpu.postgres_counts(_name(database_url))})
 
 
 def _name(database_url: str) -> str:

@@ -29,6 +29,11 @@ from modules.storage.unrouted import ROUTING
 # Statements every send runs, built once (modules/storage/agents.py says why).
 _BY_ID = select(Conversation).where(Conversation.id == bindparam("conversation"))
 _CONVERSATIONS = cast(Table, Conversation.__table__)
+_WITH_MASTER = select(Conversation, Agent.id).join(
+    Agent, (Agent.conversation_id == Conversation.id) & (Agent.kind == "master")).where(
+    Conversation.id == bindparam("conversation"))
+_WITH_AGENTS = select(Conversation, Agent).join(Agent, Agent.conversation_id == Conversation.id).where(
+    Conversation.id == bindparam("conversation")).order_by(Agent.created_at, Agent.id)
 _TOUCH = _CONVERSATIONS.update().where(_CONVERSATIONS.c.id == bindparam("conversation")) \
     .values(updated_at=bindparam("at"))
 _TOUCH_TITLED = _TOUCH.values(title=bindparam("new_title"))
@@ -58,6 +63,24 @@ def get_conversation(db: Database, conversation_id: str, user_id: int | None = N
     if conv is None or (user_id is not None and (conv.user_id != user_id or conv.deleted_at is not None)):
         return None
     return conv
+
+
+def get_conversation_and_master(db: Database, conversation_id: str,
+                                user_id: int) -> tuple[Conversation, str] | None:
+    """`get_conversation` for the user, with its master agent's id, in one statement (a send wants both)."""
+    with db.read() as s:
+        row = s.execute(_WITH_MASTER, {"conversation": conversation_id}).first()
+    if row is None or row[0].user_id != user_id or row[0].deleted_at is not None:
+        return None
+    return row[0], row[1]
+
+
+def get_conversation_and_agents(db: Database, conversation_id: str) -> tuple[Conversation, list[Agent]] | None:
+    """The conversation (deleted ones too, as `get_conversation` without a user) and its agents, oldest first, in
+    one statement (routing a held message wants both)."""
+    with db.read() as s:
+        rows = s.execute(_WITH_AGENTS, {"conversation": conversation_id}).all()
+    return (rows[0][0], [row[1] for row in rows]) if rows else None
 
 
 def list_conversations(db: Database, user_id: int, limit: int = 200, query: str | None = None) -> list[Conversation]:

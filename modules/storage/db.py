@@ -40,6 +40,7 @@ from sqlalchemy.pool import NullPool
 
 from modules.storage.deadline import DeadlineExceeded, deadline
 from modules.storage.health import DatabaseHealth
+from modules.storage.statement_counts import StatementCounts
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,10 @@ class Database:
             self.url, echo=echo, pool_size=1, max_overflow=0, pool_recycle=1800, pool_timeout=timeout_s,
             connect_args=_connect_args(self.dialect, timeout_s, statements_bounded=True))
         self._control_sessions = sessionmaker(self._control_engine or self.engine, expire_on_commit=False)
+        self.statement_counts = StatementCounts()
+        for engine in (self.engine, self._control_engine):
+            if engine is not None:
+                self.statement_counts.watch(engine)
         self._write_lock = threading.RLock() if self.is_sqlite else None
         self._line = threading.Condition()
         self._firsts = 0  # `first` writers waiting for the SQLite write lock
@@ -168,6 +173,7 @@ class Database:
             if self.is_sqlite:
                 _begin_immediate(session, time.monotonic() + limit)
             yield session
+        self.statement_counts.committed()
 
     @contextmanager
     def write_control(self) -> Iterator[Session]:
@@ -178,6 +184,7 @@ class Database:
             if self.is_sqlite:
                 _begin_immediate(session, time.monotonic() + limit)
             yield session
+        self.statement_counts.committed()
 
     @contextmanager
     def read(self, *, timeout_s: float | None = None, transaction: bool = False) -> Iterator[Session]:

@@ -56,9 +56,10 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
         with db.write() as s:
             conversations.touch_conversation_in(s, conv.id)
             unrouted.store_in(s, held(n))
-        assert conversations.get_conversation(db, conv.id) is not None
-        assert agents.get_master(db, conv.id).id == master.id
-        assert [a.id for a in agents.list_agents(db, conv.id)] == [master.id, sub.id]
+        sent = conversations.get_conversation_and_master(db, conv.id, conv.user_id)
+        assert sent is not None and (sent[0].id, sent[1]) == (conv.id, master.id)
+        routed = conversations.get_conversation_and_agents(db, conv.id)
+        assert routed is not None and [a.id for a in routed[1]] == [master.id, sub.id]
         assert [r.id for r in unrouted.unrouted(db, conv.id)] == [f"m{n}"]
         store.set("active", conv.id, {"agent": sub.id})
         assert store.get("active", conv.id) == {"agent": sub.id}

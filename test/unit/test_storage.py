@@ -26,6 +26,7 @@ from modules.storage.session_store import SessionStore
 from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
 from test.db_urls import PG_ADMIN, fresh_database
+from test.unit.teams import conversation_with_sub_agent
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
@@ -53,6 +54,25 @@ def test_users_conversations_and_ownership(db):
     assert master.kind == "master" and master.state == AgentState.IDLE
     assert agent_store.get_master(db, conv.id).id == master.id
     assert agent_store.find_agent(db, conv.id, "MasterAgent").id == master.id
+
+
+def test_a_send_and_its_routing_read_the_conversation_with_its_agents_in_one_statement(db):
+    """A send reads its conversation with its master's id; the routing of the held message reads it with its
+    agents: one statement each, the same answers as the reads they replace."""
+    conv, master, sub, _manager = conversation_with_sub_agent(db)
+    other = get_or_create_user(db, "bob")
+    found = conversations.get_conversation_and_master(db, conv.id, conv.user_id)
+    assert found is not None and (found[0].title, found[1]) == ("t", master.id)
+    assert conversations.get_conversation_and_master(db, conv.id, other.id) is None
+    assert conversations.get_conversation_and_master(db, "nope", conv.user_id) is None
+    routed = conversations.get_conversation_and_agents(db, conv.id)
+    assert routed is not None and routed[0].id == conv.id
+    assert [a.id for a in routed[1]] == [a.id for a in agent_store.list_agents(db, conv.id)] == [master.id, sub.id]
+    assert conversations.get_conversation_and_agents(db, "nope") is None
+    assert conversations.mark_deleted(db, conv.id, conv.user_id)
+    assert conversations.get_conversation_and_master(db, conv.id, conv.user_id) is None
+    routed = conversations.get_conversation_and_agents(db, conv.id)  # the server's own work still reads it
+    assert routed is not None and routed[0].deleted_at is not None
 
 
 def test_messages_keep_order_metadata_and_long_content(db):

@@ -1,0 +1,46 @@
+"""What a turn costs the database, through the real server (docs/API.md, "Metrics"): `/metrics` counts the
+statements and commits, and a routed message with its reply stays within a budget of statements, so a change
+that adds a read to every turn (an N+1) fails here rather than only under load (bench/load.py)."""
+
+from __future__ import annotations
+
+import re
+
+from modules.event_catalogue import SuggestionsEvent, TaskCompleteEvent
+from test.conftest import wait_until
+from test.integration.event_recorder import Recorder
+from test.scripted_llm import match_system, text
+
+SUGGEST = match_system("You suggest what the user may want to say next")
+MASTER = match_system("You are MasterAgent")
+# A conversation's first message, routed through the pipeline, its reply and the suggestions after it: 54 on
+# SQLite in 12 commits when this was written (56 before a send read its conversation with its master, and the
+# routing with its agents); the rest is room for the membership heartbeat on a slow machine.
+STATEMENT_BUDGET = 64
+
+
+def _counts(body: str) -> tuple[int, int]:
+    statements = sum(int(float(v)) for v in re.findall(r'^chat_database_statements_total\{verb="\w+"\} (\S+)$',
+                                                        body, re.MULTILINE))
+    commits = re.search(r"^chat_database_commits_total (\S+)$", body, re.MULTILINE)
+    assert commits is not None, body
+    return statements, int(float(commits.group(1)))
+
+
+def test_a_routed_message_and_its_reply_stay_within_a_budget_of_statements(server, llm):
+    llm.script(text("Hi."), match=MASTER)
+    llm.script(text('```json\n{"questions": ["ok"]}\n```'), match=SUGGEST)
+    recorder = Recorder(server.url)
+    try:
+        before, commits_before = _counts(server.get("/metrics").text)
+        ack = recorder.client.call("send_message", {"message": "hello"}, timeout=10)
+        assert ack.get("success") is not False, ack
+        # Waited for on the socket (the sender is in the room): a poll of the task over HTTP would add reads.
+        wait_until(lambda: any(e == SuggestionsEvent.TYPE for e, _ in recorder.seen()), what="suggestions")
+        after, commits_after = _counts(server.get("/metrics").text)
+    finally:
+        recorder.client.disconnect()
+    assert any(e == TaskCompleteEvent.TYPE for e, _ in recorder.seen())
+    # Besides the send, its routing, the turn, its end and the suggestions: the membership heartbeat's write.
+    assert 20 < after - before <= STATEMENT_BUDGET, after - before
+    assert 3 <= commits_after - commits_before <= 15
