@@ -92,15 +92,15 @@ def database_counts(urls: list[str]) -> dict[str, int]:
     that no latency shows at low load, counted rather than timed."""
     import urllib.request
 
-    counts = {"database statements": 0, "database commits": 0}
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names = {"chat_database_statements": "database statements", "chat_database_commits": "database commits"}
+    counts = dict.fromkeys(names.values(), 0)
     for url in urls:
         with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
-            for line in answer.read().decode().splitlines():
-                name, _, value = line.rpartition(" ")
-                if name.startswith("chat_database_statements_total"):
-                    counts["database statements"] += int(float(value))
-                elif name == "chat_database_commits_total":
-                    counts["database commits"] += int(float(value))
+            for family in text_string_to_metric_families(answer.read().decode()):
+                if family.name in names:
+                    counts[names[family.name]] += sum(int(sample.value) for sample in family.samples)
     return counts
 
 

@@ -4,7 +4,7 @@ that adds a read to every turn (an N+1) fails here rather than only under load (
 
 from __future__ import annotations
 
-import re
+from prometheus_client.parser import text_string_to_metric_families
 
 from modules.event_catalogue import SuggestionsEvent, TaskCompleteEvent
 from test.conftest import wait_until
@@ -20,11 +20,12 @@ STATEMENT_BUDGET = 64
 
 
 def _counts(body: str) -> tuple[int, int]:
-    statements = sum(int(float(v)) for v in re.findall(r'^chat_database_statements_total\{verb="\w+"\} (\S+)$',
-                                                        body, re.MULTILINE))
-    commits = re.search(r"^chat_database_commits_total (\S+)$", body, re.MULTILINE)
-    assert commits is not None, body
-    return statements, int(float(commits.group(1)))
+    """All statements (every verb) and the commits, from the exposition."""
+    families = {family.name: family for family in text_string_to_metric_families(body)}
+    assert {"chat_database_statements", "chat_database_commits"} <= families.keys(), body
+    statements, commits = (int(sum(sample.value for sample in families[name].samples))
+                           for name in ("chat_database_statements", "chat_database_commits"))
+    return statements, commits
 
 
 def test_a_routed_message_and_its_reply_stay_within_a_budget_of_statements(server, llm):
