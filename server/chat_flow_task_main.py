@@ -98,10 +98,12 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
     """Run one turn. Messages that reach the agent while it runs are drained into its history
     before its next model call (see `execute_tool_calls`); what arrives after the last model call
     is picked up by the end-of-turn poller, `poll_completion_notifications`."""
-    inject_runtime_user_message(rt, turn, sender)
+    checked = turn.take_start_check()  # what the turn's start read a moment ago, if it did
+    inject_runtime_user_message(rt, turn, sender, queued=checked.queued if checked is not None else None)
     limit = rt.settings.max_tool_iterations
     for iteration in range(limit):
-        if turn.stopped() or not turn_is_ours(rt, turn):
+        confirmed = iteration == 0 and checked is not None and checked.owned
+        if turn.stopped() or not (confirmed or turn_is_ours(rt, turn)):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
         if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):
             return TurnOutcome(FAILED, {"code": "budget_exceeded", "message": over.message,
@@ -120,6 +122,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
                 _keep_partial(rt, turn, sender, message_id, exc)
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
         calls = [] if turn.stopped() else reply.tool_calls
+        turn.wrote_tool_calls = turn.wrote_tool_calls or bool(calls)  # (before the write: its end must look)
         mark = _reply_marks(reply)
         if not persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark):
             return TurnOutcome(STOPPED)  # taken over by another process

@@ -19,12 +19,14 @@ from server.turns.types import Turn
 STOPPED_RESULT = {"success": False, "error": "cancelled: the user stopped the task before this call ran"}
 
 
-def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender) -> int:
+def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender, *,
+                                queued: int | None = None) -> int:
     """The inline batch: drain everything queued for the running agent (completion notices of its
     sub-agents and background commands, messages, questions, answers) into its history, after any
-    tool block, in one transaction, and echo each as a `user_message`. No new task."""
-    if not rt.router.has_queued(turn.agent_id):  # a read, not a write batch's wait: mostly nothing is queued
-        return 0
+    tool block, in one transaction, and echo each as a `user_message`. No new task. `queued`: how many
+    messages a read made a moment ago found queued (the turn's start), instead of looking again."""
+    if queued == 0 or (queued is None and not rt.router.has_queued(turn.agent_id)):
+        return 0  # (a read, not a write batch's wait: mostly nothing is queued)
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
     if drained:

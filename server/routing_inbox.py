@@ -165,11 +165,16 @@ class RoutingInbox:
         outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
                            agent_id=target.id, target_agent=target.display_name)
 
+        # The receiver reasons next: a message queued behind this one is judged against it, not against a routing
+        # stage that recorded itself while deciding this one. A turn this delivery started on the user's messages
+        # recorded it in its claim's transaction already.
+        recorded = routed.delivery == TRIGGERED_NEW_TURN and routed.task_id is not None \
+            and rt.tasks.recorded_active(routed.task_id)
+
         def record(s: Session) -> None:
-            # The receiver reasons next: a message queued behind this one is judged against it, not against a
-            # routing stage that recorded itself while deciding this one. One transaction with the delivery's
-            # record, the group commit's.
-            rt.active_agents.set_active_agent_in(s, conv.id, target.id)
+            # One transaction with the delivery's record, the group commit's.
+            if not recorded:
+                rt.active_agents.set_active_agent_in(s, conv.id, target.id)
             unrouted.record_delivery_in(s, held.id, meta, outcome)
 
         rt.writer.call(record)

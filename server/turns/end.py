@@ -163,8 +163,9 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
         mine = retried and task is not None and task.owner == me and task.status == outcome.status \
             and task.error == outcome.error
         return _Ended(None, []) if mine else None
-    close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
-                             _CLOSE_REASONS.get(outcome.status, _FAILED_REASON), first_seq=_first_seq(turn))
+    if turn.wrote_tool_calls:  # (a read every reply without calls made for nothing, issue 26)
+        close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
+                                 _CLOSE_REASONS.get(outcome.status, _FAILED_REASON), first_seq=_first_seq(turn))
     # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
     queue.requeue_unwritten_answers_in(s, turn.agent_id)
     change = _release_in(rt, s, turn.agent_id, outcome)

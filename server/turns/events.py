@@ -52,12 +52,18 @@ def state_event(change: StateChange, *, in_room: bool = False) -> AgentStateEven
                            agent_id=change.agent_id, conversation_id=change.conversation_id if in_room else None)
 
 
-def emit_pending_count(rt: TurnRuntime, conversation_id: str, agent_id: str) -> None:
+def emit_pending_count(rt: TurnRuntime, conversation_id: str, agent_id: str) -> int | None:
     """`pending_count`: how many messages wait in the agent's queue now, to the room only (outside any
-    task's log), so the team panel shows the count live; a failure only loses the update."""
+    task's log), so the team panel shows the count live; a failure only loses the update. Returns the count
+    (None when it could not be read)."""
     try:
         count = queue.queued_count(rt.db, agent_id)
+    except Exception:
+        log.warning("could not read the queue size of agent %s", agent_id, exc_info=True)
+        return None
+    try:
         to_room(rt.transport, PendingCountEvent(agent_id=agent_id, conversation_id=conversation_id,
                                                 pending_count=count), conversation_id)
     except Exception:
         log.warning("could not send the queue size of agent %s", agent_id, exc_info=True)
+    return count

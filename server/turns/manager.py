@@ -36,7 +36,7 @@ from server.turns.context import TurnLoop, TurnRuntime
 from server.turns.end import BackgroundFlags, after_commit, background_flags, finish_turn
 from server.turns.events import emit_pending_count, state_event, user_message_events
 from server.turns.recovery import Recovery
-from server.turns.types import FAILED, STOPPED, Collect, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, Collect, StartCheck, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiter, TurnWaiters
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,14 @@ class TurnManager:
         """Whether a thread of this process runs (or is about to run) the task."""
         with self._lock:
             return task_id in self._running or task_id in self._starting
+
+    def recorded_active(self, task_id: str) -> bool:
+        """Whether the task runs here and its start recorded its agent as the active one (a turn on the user's
+        messages, in the claim's transaction): the routing inbox's record of the delivery that started it need not
+        write it again."""
+        with self._lock:
+            live = self._running.get(task_id)
+        return live is not None and live.turn.from_user
 
     def more_completions_expected(self, agent_id: str) -> bool:
         """Whether completions may still come for the agent: its commands or sub-agents still run."""
@@ -190,13 +198,20 @@ class TurnManager:
         try:
             # The messages it starts on, the claim's `agent_state` and the status `running`: one wait for one
             # group-commit batch, not three (under load each wait is a turn of the whole event loop).
+            # The status write is a compare-and-set on the owner too, and the room's queue count is read once:
+            # the first model call takes both (`StartCheck`) instead of reading them again.
             stopped = turn.stopped()
+            owned: list[bool] = [False]
+
+            def mark_running(s: Session) -> None:
+                owned[0] = task_store.set_task_status_in(s, task_id, task_store.RUNNING, expected=(task_store.PENDING,),
+                                                         owner=rt.membership.process_id)
+
             sender.emit_many(
                 [e for msg in turn.drained for e in user_message_events(msg, TRIGGERED_NEW_TURN, turn.display_name)]
                 + [state_event(claim)],
-                step=None if stopped else lambda s: task_store.set_task_status_in(
-                    s, task_id, task_store.RUNNING, expected=(task_store.PENDING,)))
-            emit_pending_count(rt, turn.conversation_id, turn.agent_id)
+                step=None if stopped else mark_running)
+            turn.start_check = StartCheck(owned[0], emit_pending_count(rt, turn.conversation_id, turn.agent_id))
             if stopped:
                 outcome = TurnOutcome(STOPPED)
             else:

@@ -16,13 +16,23 @@ from modules.statuses import TaskStatus
 from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
-__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Collect", "StartTurn", "Turn", "TurnOutcome"]
+__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Collect", "StartCheck", "StartTurn", "Turn", "TurnOutcome"]
 
 Collect = Callable[[Session, Agent, str], list[Message]]
 """Inside the transaction that claims `agent` for the new task `task_id`: the messages its turn starts on."""
 
 StartTurn = Callable[[str, Collect], str | None]
 """The TurnManager's claim of an idle agent, given what to collect: the new task's id, or None."""
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """What a turn's start found a moment before its first model call, so that call reads neither again: whether
+    the task was still this process's (its status write, a compare-and-set on the owner) and how many messages
+    were queued for the agent (the count the room was sent; None when it could not be read)."""
+
+    owned: bool
+    queued: int | None
 
 
 @dataclass
@@ -45,6 +55,9 @@ class Turn:
     # Its start recorded its agent as the active one (a turn on the user's messages, in the claim's transaction):
     # the first model request's pre-reasoning hook need not write it again.
     active_recorded: bool = False
+    start_check: StartCheck | None = None  # set by the manager as the turn starts; taken by its first model call
+    # It wrote a reply with tool calls: only then can its end find a call of its own without a result.
+    wrote_tool_calls: bool = False
     started: float = field(default_factory=time.monotonic)
     stop_event: threading.Event = field(default_factory=threading.Event)
     history: HistoryTail = field(init=False)  # the history its model requests read (only what is new each time)
@@ -54,6 +67,11 @@ class Turn:
 
     def stopped(self) -> bool:
         return self.stop_event.is_set()
+
+    def take_start_check(self) -> StartCheck | None:
+        """The start's check, once: later model calls read again."""
+        check, self.start_check = self.start_check, None
+        return check
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
 from modules.agents.profiles import SUB_AGENT_KIND
@@ -18,17 +19,19 @@ from modules.multi_agent.agent_state import AgentStates
 from modules.multi_agent.message_router import MessageRouter
 from modules.statuses import TaskStatus
 from modules.storage import agents as agent_store
+from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import processes, retry
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
+from modules.storage.messages import MessageDraft
 from modules.storage.models import ServerProcess, Task
 from modules.usage.ledger import UsageLedger
 from server.sender import TaskEventSender
 from server.turns.end import finish_turn
 from server.turns.event_log import EventLog
-from server.turns.types import FAILED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiters
 from test.unit.teams import conversation_with_sub_agent
 
@@ -128,7 +131,7 @@ def turn_end(db, monkeypatch):
     sender = TaskEventSender(rt.event_log, transport, task_id=task.id, conversation_id=conv.id, agent_id=sub.id)
     end = lambda outcome: finish_turn(rt, turn, sender, outcome, TurnWaiters())  # noqa: E731
     return SimpleNamespace(end=end, task_id=task.id, master=master, sub=sub, naps=naps, delivered=delivered,
-                           transport=transport)
+                           transport=transport, turn=turn, conv=conv)
 
 
 def _logged(db, task_id):
@@ -146,6 +149,29 @@ def test_the_end_of_a_turn_is_retried_through_an_outage_and_written_once(db, tur
     assert notice.content.startswith(f"[Sub-agent {t.sub.display_name} succeeded")
     assert [n.id for n in t.delivered] == [notice.id]
     assert _logged(db, t.task_id) == t.transport.emitted == [AgentStateEvent.TYPE, TaskCompleteEvent.TYPE]
+
+
+@pytest.mark.parametrize("wrote", [False, True])
+def test_a_turns_end_looks_for_its_open_tool_calls_only_when_it_wrote_some(db, turn_end, wrote):
+    """Issue 26: every reply's end read the agent's open tool calls, where only a turn that wrote a call can have
+    one of its own left without a result (a stop between the call and its result: the end closes it)."""
+    t = turn_end
+    t.turn.wrote_tool_calls = wrote
+    if wrote:
+        call = {"id": "c1", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}
+        message_store.append_messages(db, t.conv.id, t.sub.id, [MessageDraft(role="assistant", content=None,
+                                                                             tool_calls=[call])])
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    assert t.end(TurnOutcome(STOPPED)) is True
+    event.remove(db.engine, "before_cursor_execute", record)
+    assert bool([s for s in seen if s.startswith("SELECT messages.role, messages.tool_calls")]) == wrote
+    closed = [m for m in message_store.list_messages(db, t.sub.id) if m.role == "tool"]
+    assert [m.tool_call_id for m in closed] == (["c1"] if wrote else [])
 
 
 def test_an_end_committed_whose_answer_was_lost_counts_as_written(db, turn_end):

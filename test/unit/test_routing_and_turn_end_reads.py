@@ -165,7 +165,7 @@ def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that
         labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=transport,
         router=SimpleNamespace(release=lambda _message: RouteResult(delivery, "task-1")),
         active_agents=SimpleNamespace(set_active_agent=lambda *_a: None),
-        writer=SimpleNamespace(call=lambda _step: None))
+        writer=SimpleNamespace(call=lambda _step: None), tasks=SimpleNamespace(recorded_active=lambda _task: True))
     inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: decision))
     held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
                               content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
@@ -175,30 +175,62 @@ def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that
     assert [e[0] for e in transport.events] == ([PendingCountEvent.TYPE] if counted else []) + [RouteEvent.TYPE]
 
 
-def test_a_delivery_is_recorded_with_the_active_agent_in_one_batch_without_reading_what_its_release_wrote(team):
-    """Issue 26: the active agent was a transaction of its own and the record read back the meta its release had
-    just written; now both are one step of a group-commit batch, and the meta is the one the release wrote."""
-    t = team
+def _route_to_the_sub_agent(t, delivery, recorded_here):
+    """Route a held user message to the sub-agent through the inbox, its release answering `delivery` with task-1
+    (a turn whose claim recorded the active agent when `recorded_here`): the statements it ran, and its parts."""
     writer = GroupCommit(t.db)
     active = ActiveAgentSessionStore(SessionStore(t.db), writer)
+    started = Calls(recorded_here)
     rt = SimpleNamespace(db=t.db, tracing=Tracing(), metrics=SimpleNamespace(routes=SimpleNamespace(
         labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=Transport(),
-        router=SimpleNamespace(release=lambda _message: RouteResult(TRIGGERED_NEW_TURN, "task-1")),
-        active_agents=active, writer=writer)
+        router=SimpleNamespace(release=lambda _message: RouteResult(delivery, "task-1")),
+        active_agents=active, writer=writer, tasks=SimpleNamespace(recorded_active=started))
     inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: RouteDecision(Route.PIPELINE, t.sub)))
     held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
                               content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
     with t.db.write() as s:
         unrouted.store_in(s, held.row_values())
-
     with statements(t.db) as seen:
         inbox._route(held)
+    return SimpleNamespace(seen=seen, writer=writer, active=active, started=started, held=held)
 
-    assert writer.batches == 1 and not [x for x in seen if x.startswith("SELECT pending_messages")]
-    assert active.get(t.conv.id) == Active(agent_id=t.sub.id)
-    meta = MessageMeta.load(pending_messages.get_message(t.db, held.id).meta)
+
+def _set_active(t, agent_id):
+    with t.db.write() as s:
+        ActiveAgentSessionStore(SessionStore(t.db)).set_active_agent_in(s, t.conv.id, agent_id)
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_a_delivery_is_recorded_with_the_active_agent_in_one_batch_without_reading_what_its_release_wrote(
+        team, recorded):
+    """Issue 26: the active agent was a transaction of its own and the record read back the meta its release had
+    just written; now both are one step of a group-commit batch, and the meta is the one the release wrote. When
+    the turn the delivery started here recorded its agent as the active one (its claim's transaction, for a turn
+    on the user's messages), the record does not write it a second time."""
+    t = team
+    if recorded:  # as the claim of the turn on this message did
+        _set_active(t, t.sub.id)
+
+    r = _route_to_the_sub_agent(t, TRIGGERED_NEW_TURN, recorded)
+
+    assert r.writer.batches == 1 and not [x for x in r.seen if x.startswith("SELECT pending_messages")]
+    assert r.started.calls == [("task-1",)]
+    assert len([x for x in r.seen if "session_store" in x]) == (0 if recorded else 1)
+    assert r.active.get(t.conv.id) == Active(agent_id=t.sub.id)
+    meta = MessageMeta.load(pending_messages.get_message(t.db, r.held.id).meta)
     assert meta.source == MessageSource.USER and meta.route == Route.PIPELINE
     assert meta.routed.task_id == "task-1" and meta.routed.agent_id == t.sub.id
+
+
+def test_a_message_injected_into_a_running_turn_records_its_agent_as_the_active_one(team):
+    """Only a turn this very delivery started recorded the agent in its claim: a running turn the message joins
+    may have started long before another agent answered the user."""
+    t = team
+    _set_active(t, t.master.id)  # another agent answered the user since the running turn started
+
+    r = _route_to_the_sub_agent(t, INJECTED_INLINE, True)
+
+    assert r.started.calls == [] and r.active.get(t.conv.id) == Active(agent_id=t.sub.id)
 
 
 def test_a_send_without_a_client_message_id_looks_for_no_earlier_copy_and_tells_the_ledger_its_user(team):
@@ -259,3 +291,4 @@ def test_a_turns_end_looks_for_open_tool_calls_among_its_own_entries_without_the
     assert [m.tool_call_id for m in closed] == ["c-new"]
     [read] = [x for x in seen if x.startswith("SELECT") and "tool_calls" in x]
     assert "messages.seq >=" in read and "messages.content" not in read
+

@@ -12,6 +12,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import event
 
 from modules.agents.profiles import load_profiles
 from modules.config import Settings
@@ -45,7 +46,7 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
-from server.turns.types import FAILED, STOPPED, SUCCEEDED, Turn, TurnOutcome
+from server.turns.types import FAILED, STOPPED, SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
 
@@ -113,6 +114,7 @@ def test_a_reply_without_calls_ends_the_turn_streamed_and_stored(flow):
     assert history(f) == [("user", "hello"), ("assistant", "Hi there, friend.")]
     stored = message_store.list_messages(f.db, f.master.id)[-1]
     assert stored.message_id == end["message_id"] and stored.meta["task_id"] == f.turn.task_id
+    assert not f.turn.wrote_tool_calls
 
 
 def test_each_tool_round_runs_in_order_then_takes_the_queue_after_the_whole_block(flow):
@@ -340,6 +342,44 @@ def test_a_turn_whose_start_recorded_the_active_agent_writes_it_from_its_second_
     f.rt.model = Model(calls("run_command"), ModelReply("Done.", [], "stop"))
     assert run(f) == TurnOutcome(SUCCEEDED)
     assert len(f.rt.model.requests) == 2 and f.active == [(f.conv.id, f.master.id)]
+
+
+def test_a_turns_first_request_takes_its_starts_look_at_the_task_and_the_queue_and_later_ones_look_again(flow):
+    """Issue 26: the turn's start has just found the task still this process's (its status write) and read the
+    queue's size for the room; reading both again before the first model call cost every stream two statements."""
+    f, seen, before = flow, [], []
+    f.turn.start_check = StartCheck(owned=True, queued=0)
+    f.rt.model = Model(calls("run_command"), ModelReply("Done.", [], "stop"),
+                       during={0: lambda: before.append(list(seen)), 1: lambda: before.append(list(seen))})
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(" ".join(statement.split()))
+
+    event.listen(f.db.engine, "before_cursor_execute", record)
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    event.remove(f.db.engine, "before_cursor_execute", record)
+    first, second = before[0], before[1][len(before[0]):]
+    assert not [s for s in first if "FROM tasks" in s or "FROM pending_messages" in s], first
+    assert [s for s in second if "FROM tasks" in s] and [s for s in second if "FROM pending_messages" in s], second
+    assert f.turn.start_check is None and f.turn.wrote_tool_calls  # (its end looks for calls left open)
+
+
+def test_a_start_that_found_messages_queued_drains_them_before_the_first_request(flow):
+    f = flow
+    queue_message(f, "and this too")
+    f.turn.start_check = StartCheck(owned=True, queued=1)
+    f.rt.model = Model(ModelReply("Both.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED)
+    assert f.rt.model.requests[0]["messages"][1:] == [{"role": "user", "content": "and this too"}]
+
+
+def test_a_start_that_did_not_find_the_task_its_own_checks_again_and_stops_when_taken_over(flow):
+    f = flow
+    with f.db.write() as s:
+        s.get(Task, f.turn.task_id).owner = "the-other-process"
+    f.turn.start_check = StartCheck(owned=False, queued=0)
+    f.rt.model = Model(ModelReply("never", [], "stop"))
+    assert run(f) == TurnOutcome(STOPPED) and f.rt.model.requests == []
 
 
 def test_a_turn_that_uses_up_its_users_budget_ends_after_its_round(flow):

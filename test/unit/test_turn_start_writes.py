@@ -30,7 +30,7 @@ from server.routing_inbox import RoutingInbox
 from server.sender import TaskEventSender
 from server.turns.event_log import EventLog
 from server.turns.manager import TurnManager, _Live
-from server.turns.types import SUCCEEDED, Turn, TurnOutcome
+from server.turns.types import SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Sender, Transport
 
@@ -66,22 +66,27 @@ def user_message(c, content):
                               meta=MessageMeta(source=MessageSource.USER, route=Route.PIPELINE))
 
 
-def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_without_reading_its_log(chat):
+@pytest.mark.parametrize("owner", ["me", "the-other-process"])
+def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_without_reading_its_log(chat, owner):
     """The messages it starts on (with their route), the claim's `agent_state` and the status `running`: one
-    group-commit batch, where there were three; the fresh task's log starts at 0 without a read."""
+    group-commit batch, where there were three; the fresh task's log starts at 0 without a read. The status is
+    a compare-and-set on the owner too: a task another process took over meanwhile is not marked running here, and
+    its first model call checks again."""
     c = chat
     writer = GroupCommit(c.db)
     with c.db.write() as s:
         task = task_store.create_task_in(s, conversation_id=c.conv.id, agent_id=c.master.id, task_type="chat",
-                                         owner="me")
+                                         owner=owner)
     [msg] = message_store.append_messages(c.db, c.conv.id, c.master.id,
                                           [history_draft(user_message(c, "hi"), starts_work=True)])
-    at_run: list[tuple[int, str]] = []
+    at_run: list[tuple[int, str, StartCheck | None]] = []
     rt = SimpleNamespace(db=c.db, event_log=EventLog(c.db, writer=writer), transport=Transport(), tracing=Tracing(),
                          agent_states=SimpleNamespace(subscribe=lambda _listener: None),
-                         metrics=SimpleNamespace(turns_started=SimpleNamespace(inc=lambda: None)))
+                         metrics=SimpleNamespace(turns_started=SimpleNamespace(inc=lambda: None)),
+                         membership=SimpleNamespace(process_id="me"))
     loop = SimpleNamespace(run=lambda _rt, turn, _sender: at_run.append(
-        (writer.batches, task_store.get_task(c.db, turn.task_id).status)) or TurnOutcome(SUCCEEDED), poll=None)
+        (writer.batches, task_store.get_task(c.db, turn.task_id).status, turn.start_check))
+        or TurnOutcome(SUCCEEDED), poll=None)
     manager = TurnManager(rt, loop)
     manager._finish = lambda *_args: None  # the end is server/turns/end.py's (test_turn_end.py)
     turn = Turn(task_id=task.id, conversation_id=c.conv.id, agent_id=c.master.id, display_name="MasterAgent",
@@ -94,7 +99,10 @@ def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_witho
     with statements(c.db) as seen:
         manager._run_chat_task(task.id, claim)
 
-    assert at_run == [(1, task_store.RUNNING)]
+    # What the first model call would read again: the task is still ours (the status write checked its owner),
+    # and the queue size the room was sent.
+    ours = owner == "me"
+    assert at_run == [(1, task_store.RUNNING if ours else task_store.PENDING, StartCheck(owned=ours, queued=0))]
     assert [e.type for e in task_store.list_events(c.db, task.id, 0)] == [
         UserMessageEvent.TYPE, RouteEvent.TYPE, AgentStateEvent.TYPE]
     assert not [s for s in seen if "max(task_events.idx)" in s]
