@@ -10,6 +10,8 @@ from pathlib import Path
 import psycopg
 import pymysql
 
+from modules.storage.db import Database
+
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
@@ -44,3 +46,15 @@ def fresh_database(kind: str, tmp_path: Path) -> Iterator[str]:
                 conn.close()
     else:
         raise ValueError(kind)
+
+
+@contextmanager
+def migrated_database(kind: str, tmp_path: Path) -> Iterator[Database]:
+    """A fresh database of `kind` with the project's schema, disposed of and dropped afterwards."""
+    with fresh_database(kind, tmp_path) as url:
+        database = Database(url)
+        try:
+            database.migrate()
+            yield database
+        finally:
+            database.dispose()

@@ -14,7 +14,7 @@ from modules.storage.db import Database
 from modules.storage.group_commit import BUSY_WRITERS, GroupCommit
 from modules.storage.models import User
 from test.conftest import wait_until
-from test.db_urls import fresh_database
+from test.db_urls import migrated_database
 
 USERS = User.__table__
 
@@ -98,15 +98,10 @@ def test_a_busy_process_waits_for_more_writers_and_commits_them_together(tmp_pat
 def test_on_postgresql_a_busy_process_does_not_wait(tmp_path, monkeypatch):
     """Its batches gather while a commit waits on the network; a wait there only cost CPU and time."""
     _busy_window(monkeypatch)
-    with fresh_database("postgresql", tmp_path) as url:
-        db = Database(url)
-        db.migrate()
-        try:
-            writer = GroupCommit(db, gather_s=30.0)
-            _wave(writer)
-            started = time.monotonic()
-            writer.insert(USERS, [{"name": "after the wave", "created_at": 0.0}])
-            assert time.monotonic() - started < 10
-            assert _count(db) == BUSY_WRITERS + 1
-        finally:
-            db.dispose()
+    with migrated_database("postgresql", tmp_path) as db:
+        writer = GroupCommit(db, gather_s=30.0)
+        _wave(writer)
+        started = time.monotonic()
+        writer.insert(USERS, [{"name": "after the wave", "created_at": 0.0}])
+        assert time.monotonic() - started < 10
+        assert _count(db) == BUSY_WRITERS + 1

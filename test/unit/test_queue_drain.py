@@ -16,20 +16,16 @@ from modules.multi_agent.message_router import MessageRouter
 from modules.statuses import MessageSource
 from modules.storage import conversations
 from modules.storage import pending_messages as queue
-from modules.storage.db import Database
 from modules.storage.records import new_id, now
 from modules.storage.users import get_or_create_user
-from test.db_urls import fresh_database
+from test.db_urls import migrated_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def agent(request, tmp_path):
-    with fresh_database(request.param, tmp_path) as url:
-        db = Database(url)
-        db.migrate()
+    with migrated_database(request.param, tmp_path) as db:
         conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
         yield db, conv, master
-        db.dispose()
 
 
 def _queue(db, conv, agent, texts):

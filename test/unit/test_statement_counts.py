@@ -7,22 +7,18 @@ import pytest
 from sqlalchemy import text
 
 from modules.storage import conversations, messages
-from modules.storage.db import Database
 from modules.storage.messages import MessageDraft
 from modules.storage.session_store import SessionStore
 from modules.storage.statement_counts import StatementCounts
 from modules.storage.users import get_or_create_user
 from server.metrics import Metrics
-from test.db_urls import fresh_database
+from test.db_urls import migrated_database
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request, tmp_path):
-    with fresh_database(request.param, tmp_path) as url:
-        database = Database(url)
-        database.migrate()
+    with migrated_database(request.param, tmp_path) as database:
         yield database
-        database.dispose()
 
 
 def _since(before: dict[str, int], counts: StatementCounts) -> dict[str, int]:

@@ -25,7 +25,7 @@ from modules.storage.models import Base, ClientRequest
 from modules.storage.session_store import SessionStore
 from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
-from test.db_urls import PG_ADMIN, fresh_database
+from test.db_urls import PG_ADMIN, fresh_database, migrated_database
 from test.unit.teams import conversation_with_sub_agent
 
 
@@ -210,18 +210,13 @@ def test_a_session_store_write_whose_transaction_is_gone_fails_its_caller_too(tm
     """A lost connection ends the whole transaction (as a deadlock does on MariaDB): the caller must hear it as
     the outage it is (every writer of a group commit's batch does), not a failed store and a commit that fails
     later for another reason."""
-    with fresh_database("postgresql", tmp_path) as url:
-        database = Database(url)
-        database.migrate()
+    with migrated_database("postgresql", tmp_path) as database:
         store = SessionStore(database)
-        try:
-            with pytest.raises(OperationalError), database.write() as s:
-                pid = s.execute(text("SELECT pg_backend_pid()")).scalar()
-                with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                store.set_in(s, "c1:router", "activeAgent", {"agentId": "a"})
-        finally:
-            database.dispose()
+        with pytest.raises(OperationalError), database.write() as s:
+            pid = s.execute(text("SELECT pg_backend_pid()")).scalar()
+            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            store.set_in(s, "c1:router", "activeAgent", {"agentId": "a"})
 
 
 def test_the_active_agent_is_written_in_the_group_commits_batches(db):

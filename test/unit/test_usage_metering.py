@@ -25,7 +25,7 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import Price, PriceTable, load_prices
 from modules.usage.records import AGENT, FAILED, OK, UNATTRIBUTED, CallContext
-from test.db_urls import fresh_database
+from test.db_urls import migrated_database
 
 
 class Model:
@@ -185,11 +185,8 @@ def test_a_budget_counts_the_users_own_rows_of_its_period(led):
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def any_db(request, tmp_path):
-    with fresh_database(request.param, tmp_path) as url:
-        database = Database(url)
-        database.migrate()
+    with migrated_database(request.param, tmp_path) as database:
         yield database
-        database.dispose()
 
 
 def test_the_ledgers_sums_on_every_database(any_db):
