@@ -60,9 +60,14 @@ def get_conversation(db: Database, conversation_id: str, user_id: int | None = N
     deleted conversation is None too (the server's own work winding down still reads it)."""
     with db.read() as s:
         conv = s.scalars(_BY_ID, {"conversation": conversation_id}).first()
-    if conv is None or (user_id is not None and (conv.user_id != user_id or conv.deleted_at is not None)):
+    if conv is None or (user_id is not None and not _visible_to(conv, user_id)):
         return None
     return conv
+
+
+def _visible_to(conv: Conversation, user_id: int) -> bool:
+    """The user's own, not deleted."""
+    return conv.user_id == user_id and conv.deleted_at is None
 
 
 def get_conversation_and_master(db: Database, conversation_id: str,
@@ -70,7 +75,7 @@ def get_conversation_and_master(db: Database, conversation_id: str,
     """`get_conversation` for the user, with its master agent's id, in one statement (a send wants both)."""
     with db.read() as s:
         row = s.execute(_WITH_MASTER, {"conversation": conversation_id}).first()
-    if row is None or row[0].user_id != user_id or row[0].deleted_at is not None:
+    if row is None or not _visible_to(row[0], user_id):
         return None
     return row[0], row[1]
 
