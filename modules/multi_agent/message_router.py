@@ -80,6 +80,7 @@ class MessageRouter:
         self._max_settle_s = max_settle_s
         self._last_notice: dict[str, float] = {}
         self._waiters: dict[str, AskWaiter] = {}
+        self._answers_taken: set[str] = set()  # agents whose ask took an answer here since their turn's end looked
         self._lock = threading.Lock()
         self._hooks = hooks or RouterHooks()
 
@@ -281,6 +282,18 @@ class MessageRouter:
             if self._waiters.get(waiter.agent_id) is waiter:
                 del self._waiters[waiter.agent_id]
 
+    def forget_answers_taken(self, agent_id: str) -> bool:
+        """Whether an ask of the agent took an answer in this process since the last call (and forget it). Only
+        then can its turn's end find an answer taken but never written into the history
+        (`requeue_unwritten_answers_in`): a turn without one skips that statement. Asks run in their turn's
+        process, so no other process takes an answer for it; recovery, which ends another process's turn,
+        always looks."""
+        with self._lock:
+            if agent_id not in self._answers_taken:
+                return False
+            self._answers_taken.discard(agent_id)
+            return True
+
     def waiting_for_user(self, agent_ids: list[str]) -> list[AskWaiter]:
         """The blocked ask_user calls of these agents in this process, oldest first."""
         with self._lock:
@@ -304,6 +317,7 @@ class MessageRouter:
         if taken is None:
             return False
         with self._lock:
+            self._answers_taken.add(waiter.agent_id)  # before the ask can see it, so before its turn can end
             if not waiter.closed:
                 waiter.answer = message
                 waiter.event.set()

@@ -90,11 +90,12 @@ def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: T
     task_id = turn.task_id
     facts = until_answered(lambda: _read_facts(rt, turn, outcome, waiters), f"the end of task {task_id}")
     usage = rt.ledger.take_task(task_id).as_dict()  # the turn's model requests, for its task_complete
+    answers = rt.router.forget_answers_taken(turn.agent_id)  # read once: every try of the commit needs it
     tries: list[int] = []
 
     def commit() -> _Ended | None:
         tries.append(1)
-        return _commit(rt, turn, sender, outcome, facts, usage, retried=len(tries) > 1)
+        return _commit(rt, turn, sender, outcome, facts, usage, answers, retried=len(tries) > 1)
 
     ended = until_answered(commit, f"the end of task {task_id}")
     if ended is None:
@@ -144,16 +145,17 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
 
 
 def _commit(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome, facts: _Facts,
-            usage: UsageSums, *, retried: bool) -> _Ended | None:
+            usage: UsageSums, answers: bool, *, retried: bool) -> _Ended | None:
     """The end's one transaction, shared with whatever else the process writes at that moment (the group
-    commit: a wave of turns ending costs one commit, not one each)."""
+    commit: a wave of turns ending costs one commit, not one each). `answers`: an ask of the turn took an
+    answer (`MessageRouter.forget_answers_taken`)."""
     with rt.event_log.exclusive(turn.task_id):
-        return rt.event_log.writer.call(lambda s: _commit_in(s, rt, turn, sender, outcome, facts, usage,
+        return rt.event_log.writer.call(lambda s: _commit_in(s, rt, turn, sender, outcome, facts, usage, answers,
                                                              retried=retried))
 
 
 def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome,
-               facts: _Facts, usage: UsageSums, *, retried: bool) -> _Ended | None:
+               facts: _Facts, usage: UsageSums, answers: bool, *, retried: bool) -> _Ended | None:
     me = rt.membership.process_id
     # First the status, by compare-and-set: a process that took this task over (it judged us gone)
     # has the last word, and its row lock keeps anyone else from ending it meanwhile.
@@ -166,8 +168,10 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
     if turn.wrote_tool_calls:  # (a read every reply without calls made for nothing, issue 26)
         close_open_tool_calls_in(s, turn.conversation_id, turn.agent_id,
                                  _CLOSE_REASONS.get(outcome.status, _FAILED_REASON), first_seq=_first_seq(turn))
-    # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn.
-    queue.requeue_unwritten_answers_in(s, turn.agent_id)
+    # An answer an ask took but never wrote down goes back to the queue, for the agent's next turn (a look every
+    # turn's end made for nothing where no ask took one, issue 26).
+    if answers:
+        queue.requeue_unwritten_answers_in(s, turn.agent_id)
     change = _release_in(rt, s, turn.agent_id, outcome)
     events: list[Event] = []
     if change is not None:
