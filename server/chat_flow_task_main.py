@@ -102,7 +102,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
     inject_runtime_user_message(rt, turn, sender, queued=checked.queued if checked is not None else None)
     limit = rt.settings.max_tool_iterations
     for iteration in range(limit):
-        confirmed = iteration == 0 and checked is not None and checked.owned
+        confirmed = iteration == 0 and checked is not None  # (the claim wrote the task as ours a moment ago)
         if turn.stopped() or not (confirmed or turn_is_ours(rt, turn)):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
         if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from modules.event_catalogue import SuggestionsEvent
 from modules.statuses import ACTIVE_TASK_STATUSES, FINAL_TASK_STATUSES, TaskStatus
+from modules.storage.bulk_insert import insert_rows
 from modules.storage.db import Database
 from modules.storage.models import Task, TaskEvent
 from modules.storage.records import new_id, now
@@ -31,18 +32,21 @@ _ACTIVE_OF_AGENT = select(TASKS.c.id).where(TASKS.c.agent_id == bindparam("agent
     .order_by(TASKS.c.created_at.desc()).limit(1)
 # Every claim writes a task: the ORM's add and flush for it were about 2 % of 500 streams' CPU (issue 26).
 _INSERT_TASK = insert(TASKS)
+_EVENTS = cast(Table, TaskEvent.__table__)
+_INSERT_EVENTS = insert(_EVENTS)
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
                    trigger_message_id: str | None = None, owner: str | None = None,
-                   task_id: str | None = None, meta: TaskMeta | None = None) -> Task:
-    """A pending task, written inside the caller's transaction (with its trigger message); the record returned is
-    not in the session (nothing else of it is written there)."""
+                   task_id: str | None = None, meta: TaskMeta | None = None, running: bool = False) -> Task:
+    """A pending task (`running`: one that starts now), written inside the caller's transaction (with its trigger
+    message); the record returned is not in the session (nothing else of it is written there)."""
+    created = now()
     values: dict[str, Any] = dict(
         id=task_id or new_id(), conversation_id=conversation_id, agent_id=agent_id, task_type=task_type,
-        status=PENDING, trigger_message_id=trigger_message_id, error=None,
-        meta=meta.dump() if meta is not None else None, owner=owner, stop_requested=False, created_at=now(),
-        started_at=None, finished_at=None,
+        status=RUNNING if running else PENDING, trigger_message_id=trigger_message_id, error=None,
+        meta=meta.dump() if meta is not None else None, owner=owner, stop_requested=False, created_at=created,
+        started_at=created if running else None, finished_at=None,
     )
     session.connection().execute(_INSERT_TASK, values)
     return Task(**values)
@@ -121,9 +125,11 @@ def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple
 
 
 def insert_events_in(session: Session, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
+    """A task's events from `first_idx` on, in one statement (a turn's start and its end write theirs so)."""
     ts = now()
-    session.execute(insert(TaskEvent), [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data, ts=ts)
-                                        for i, (event_type, data) in enumerate(events)])
+    insert_rows(session.connection(), _EVENTS, [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data,
+                                                     ts=ts) for i, (event_type, data) in enumerate(events)],
+                _INSERT_EVENTS)
 
 
 def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:

@@ -88,10 +88,11 @@ class EventLog:
                deliver: Deliver | None = None) -> int:
         return self.append_many(task_id, [(event_type, data)], deliver)
 
-    def begin(self, task_id: str) -> None:
-        """A task this process has just created: its log is empty, so it starts at index 0 without a read."""
+    def begin(self, task_id: str, written: int = 0) -> None:
+        """A task this process has just created, with its first `written` events (written in the transaction that
+        created it): its next index is known without a read."""
         with self._guard:
-            self._next.setdefault(task_id, 0)
+            self._next.setdefault(task_id, written)
 
     def append_many(self, task_id: str, events: list[tuple[str, dict[str, Any]]],
                     deliver: Deliver | None = None, *, step: Callable[[Session], Any] | None = None) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
@@ -52,6 +52,19 @@ class _NoTurn(Exception):
 class _Live(NamedTuple):
     turn: Turn
     sender: TaskEventSender
+
+
+Payloads = list[tuple[str, dict[str, Any]]]
+
+
+class _Claimed(NamedTuple):
+    """What a claim's transaction wrote: the task (`running`), and the first events of its log."""
+
+    task: Task
+    agent: Agent
+    drained: list[Message]
+    sender: TaskEventSender
+    start: Payloads  # the messages it starts on (with their route) and the claim's `agent_state`, from index 0
 
 
 class TurnManager:
@@ -122,23 +135,23 @@ class TurnManager:
         try:
             # One transaction, the group commit's (a wave of sends starts its turns in shared commits), with no
             # reads ahead of it: every check is made once, under the agent's lock.
-            started = rt.event_log.writer.call(lambda s: self._start_in(s, agent_id, task_id, collect))
-            if started is None:
+            claimed = rt.event_log.writer.call(lambda s: self._start_in(s, agent_id, task_id, collect))
+            if claimed is None:
                 return None
-            task, agent, drained, claim = started
-            self._register(task, agent, drained, task.typed_meta.from_user)
+            self._register(claimed)
         except _NoTurn:
             return None
         finally:
             with self._lock:
                 self._starting.discard(task_id)
-        rt.spawn(self._supervise, task.id, claim)
-        return task.id
+        rt.spawn(self._supervise, task_id, claimed.start)
+        return task_id
 
-    def _start_in(self, s: Session, agent_id: str, task_id: str,
-                  collect: Collect) -> tuple[Task, Agent, list[Message], StateChange] | None:
+    def _start_in(self, s: Session, agent_id: str, task_id: str, collect: Collect) -> _Claimed | None:
         """The claim, the collected messages and the task, together: an agent is never `running` without its
-        task, so nothing (recovery included) can mistake a fresh claim for an orphan. None, with nothing
+        task, so nothing (recovery included) can mistake a fresh claim for an orphan. The task is written
+        `running`, with the first events of its log, so its thread starts without a write of its own (under
+        load each write is a wait for a group-commit batch, a turn of the whole event loop). None, with nothing
         written, when there is no turn to start; `_NoTurn` (the batch rolled back, its other writers retried
         alone) only when the queue emptied between the look and the collection under the claim."""
         # Locked first, so a termination cannot slip in between this check and the claim.
@@ -162,56 +175,52 @@ class TurnManager:
                                          owner=self._rt.membership.process_id, task_id=task_id,
                                          trigger_message_id=drained[-1].message_id,
                                          meta=TaskMeta(message_ids=[m.message_id for m in drained],
-                                                       from_user=from_user))
-        return task, agent, drained, claim
+                                                       from_user=from_user), running=True)
+        sender = TaskEventSender(self._rt.event_log, self._rt.transport, task_id=task_id,
+                                 conversation_id=agent.conversation_id, agent_id=agent_id)
+        start = sender.payloads([e for msg in drained
+                                 for e in user_message_events(msg, TRIGGERED_NEW_TURN, agent.display_name)]
+                                + [state_event(claim)])
+        task_store.insert_events_in(s, task_id, 0, start)
+        return _Claimed(task, agent, drained, sender, start)
 
-    def _register(self, task: Task, agent: Agent, drained: list[Message], from_user: bool) -> None:
+    def _register(self, claimed: _Claimed) -> None:
         rt = self._rt
+        task, agent = claimed.task, claimed.agent
+        from_user = task.typed_meta.from_user
         turn = Turn(task_id=task.id, conversation_id=agent.conversation_id, agent_id=agent.id,
                     display_name=agent.display_name, profile=rt.profile(agent.role), kind=agent.kind,
-                    parent_id=agent.parent_id, from_user=from_user, drained=drained, active_recorded=from_user)
-        sender = TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
-                                 conversation_id=agent.conversation_id, agent_id=agent.id)
-        rt.event_log.begin(task.id)  # created by this claim: its log is empty
+                    parent_id=agent.parent_id, from_user=from_user, drained=claimed.drained,
+                    active_recorded=from_user)
+        rt.event_log.begin(task.id, len(claimed.start))  # created by this claim, with its first events
         with self._lock:
-            self._running[task.id] = _Live(turn, sender)
+            self._running[task.id] = _Live(turn, claimed.sender)
             self._by_agent[agent.id] = task.id
 
     # -- running ---------------------------------------------------------
-    def _supervise(self, task_id: str, claim: StateChange) -> None:
+    def _supervise(self, task_id: str, start: Payloads) -> None:
         """However the turn's thread ends, the task leaves this process's books: if it did not reach a final
         state, it is an orphan that the watchdog (or a stop) ends."""
         ended = False
         try:
-            self._run_chat_task(task_id, claim)
+            self._run_chat_task(task_id, start)
             ended = True
         finally:
             self._forget(task_id)
             if not ended:
                 log.error("the thread of task %s died before ending it; the watchdog ends it", task_id)
 
-    def _run_chat_task(self, task_id: str, claim: StateChange) -> None:
+    def _run_chat_task(self, task_id: str, start: Payloads) -> None:
         with self._lock:
             turn, sender = self._running[task_id]
         rt = self._rt
         outcome = TurnOutcome(FAILED, CRASHED)
         try:
-            # The messages it starts on, the claim's `agent_state` and the status `running`: one wait for one
-            # group-commit batch, not three (under load each wait is a turn of the whole event loop).
-            # The status write is a compare-and-set on the owner too, and the room's queue count is read once:
-            # the first model call takes both (`StartCheck`) instead of reading them again.
+            # The first events were written with the claim: they go to the room now. The room's queue count is
+            # read once, and the first model call takes it (`StartCheck`) instead of reading it again.
             stopped = turn.stopped()
-            owned: list[bool] = [False]
-
-            def mark_running(s: Session) -> None:
-                owned[0] = task_store.set_task_status_in(s, task_id, task_store.RUNNING, expected=(task_store.PENDING,),
-                                                         owner=rt.membership.process_id)
-
-            sender.emit_many(
-                [e for msg in turn.drained for e in user_message_events(msg, TRIGGERED_NEW_TURN, turn.display_name)]
-                + [state_event(claim)],
-                step=None if stopped else mark_running)
-            turn.start_check = StartCheck(owned[0], emit_pending_count(rt, turn.conversation_id, turn.agent_id))
+            sender.deliver(0, start)
+            turn.start_check = StartCheck(emit_pending_count(rt, turn.conversation_id, turn.agent_id))
             if stopped:
                 outcome = TurnOutcome(STOPPED)
             else:

@@ -27,11 +27,11 @@ StartTurn = Callable[[str, Collect], str | None]
 
 @dataclass(frozen=True)
 class StartCheck:
-    """What a turn's start found a moment before its first model call, so that call reads neither again: whether
-    the task was still this process's (its status write, a compare-and-set on the owner) and how many messages
-    were queued for the agent (the count the room was sent; None when it could not be read)."""
+    """What a turn's start found a moment before its first model call, so that call reads neither the task's
+    owner nor the queue again: the claim's transaction had just written the task as this process's, and the
+    start counted the messages queued for the agent (the count the room was sent; None when it could not be
+    read)."""
 
-    owned: bool
     queued: int | None
 
 

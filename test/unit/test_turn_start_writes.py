@@ -13,11 +13,10 @@ from sqlalchemy import event
 from modules.agents.profiles import load_profiles
 from modules.event_catalogue import AgentStateEvent, RouteEvent, UserMessageEvent
 from modules.multi_agent.active_agent import Active, ActiveAgentSessionStore
-from modules.multi_agent.agent_state import AgentStates, StateChange
-from modules.multi_agent.message_router import MessageRouter, PendingMessage, history_draft
-from modules.statuses import AgentState, MessageSource, Route
+from modules.multi_agent.agent_state import AgentStates
+from modules.multi_agent.message_router import MessageRouter, PendingMessage
+from modules.statuses import MessageSource, Route
 from modules.storage import conversations, unrouted
-from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
@@ -27,9 +26,8 @@ from modules.storage.users import get_or_create_user
 from modules.tracing import Tracing
 from server.chat_flow_tool_loop import inject_runtime_user_message
 from server.routing_inbox import RoutingInbox
-from server.sender import TaskEventSender
 from server.turns.event_log import EventLog
-from server.turns.manager import TurnManager, _Live
+from server.turns.manager import TurnManager
 from server.turns.types import SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Sender, Transport
@@ -66,46 +64,50 @@ def user_message(c, content):
                               meta=MessageMeta(source=MessageSource.USER, route=Route.PIPELINE))
 
 
-@pytest.mark.parametrize("owner", ["me", "the-other-process"])
-def test_a_turns_start_writes_its_first_events_and_its_status_in_one_batch_without_reading_its_log(chat, owner):
-    """The messages it starts on (with their route), the claim's `agent_state` and the status `running`: one
-    group-commit batch, where there were three; the fresh task's log starts at 0 without a read. The status is
-    a compare-and-set on the owner too: a task another process took over meanwhile is not marked running here, and
-    its first model call checks again."""
+def test_a_turns_claim_writes_its_task_running_with_its_first_events_and_its_thread_writes_nothing(chat):
+    """The messages it starts on (with their route), the claim's `agent_state` and the status `running`: written
+    by the claim's transaction, so the turn's thread starts without a group-commit wait (there were three such
+    batches, then one besides the claim's; issue 26). The thread sends those events to the room, counts the queue
+    for it, and its first model call reads neither the task's owner nor the queue again (`StartCheck`)."""
     c = chat
     writer = GroupCommit(c.db)
+    router = MessageRouter(c.db)
     with c.db.write() as s:
-        task = task_store.create_task_in(s, conversation_id=c.conv.id, agent_id=c.master.id, task_type="chat",
-                                         owner=owner)
-    [msg] = message_store.append_messages(c.db, c.conv.id, c.master.id,
-                                          [history_draft(user_message(c, "hi"), starts_work=True)])
-    at_run: list[tuple[int, str, StartCheck | None]] = []
-    rt = SimpleNamespace(db=c.db, event_log=EventLog(c.db, writer=writer), transport=Transport(), tracing=Tracing(),
-                         agent_states=SimpleNamespace(subscribe=lambda _listener: None),
+        router.enqueue_in(s, user_message(c, "hi"))
+    transport = Transport()
+    rt = SimpleNamespace(db=c.db, event_log=EventLog(c.db, writer=writer), transport=transport, tracing=Tracing(),
+                         agent_states=AgentStates(c.db), active_agents=ActiveAgentSessionStore(SessionStore(c.db)),
                          metrics=SimpleNamespace(turns_started=SimpleNamespace(inc=lambda: None)),
-                         membership=SimpleNamespace(process_id="me"))
-    loop = SimpleNamespace(run=lambda _rt, turn, _sender: at_run.append(
-        (writer.batches, task_store.get_task(c.db, turn.task_id).status, turn.start_check))
-        or TurnOutcome(SUCCEEDED), poll=None)
-    manager = TurnManager(rt, loop)
+                         membership=SimpleNamespace(process_id="me"), profile=lambda _role: PROFILES["MasterAgent"],
+                         spawn=lambda fn, *args: fn(*args))
+    at_run: list[tuple[int, int, str, StartCheck | None, list[str]]] = []
+
+    def run(_rt, turn, _sender):
+        count = len(seen)
+        task = task_store.get_task(c.db, turn.task_id)
+        at_run.append((writer.batches, count, task.status, turn.start_check,
+                       [e.type for e in task_store.list_events(c.db, turn.task_id, 0)]))
+        assert task.started_at is not None and task.owner == "me"
+        return TurnOutcome(SUCCEEDED)
+
+    manager = TurnManager(rt, SimpleNamespace(run=run, poll=None))
     manager._finish = lambda *_args: None  # the end is server/turns/end.py's (test_turn_end.py)
-    turn = Turn(task_id=task.id, conversation_id=c.conv.id, agent_id=c.master.id, display_name="MasterAgent",
-                profile=PROFILES["MasterAgent"], from_user=True, drained=[msg])
-    manager._running[task.id] = _Live(turn, TaskEventSender(rt.event_log, rt.transport, task_id=task.id,
-                                                            conversation_id=c.conv.id, agent_id=c.master.id))
-    rt.event_log.begin(task.id)
-    claim = StateChange(c.master.id, c.conv.id, "MasterAgent", AgentState.IDLE, AgentState.RUNNING)
+
+    def collect(s, agent, task_id):
+        return router.drain_to_history_in(s, agent.id, agent.conversation_id, task_id, last_starts_work=True)
 
     with statements(c.db) as seen:
-        manager._run_chat_task(task.id, claim)
+        task_id = manager._claim(c.master.id, collect)
 
-    # What the first model call would read again: the task is still ours (the status write checked its owner),
-    # and the queue size the room was sent.
-    ours = owner == "me"
-    assert at_run == [(1, task_store.RUNNING if ours else task_store.PENDING, StartCheck(owned=ours, queued=0))]
-    assert [e.type for e in task_store.list_events(c.db, task.id, 0)] == [
-        UserMessageEvent.TYPE, RouteEvent.TYPE, AgentStateEvent.TYPE]
-    assert not [s for s in seen if "max(task_events.idx)" in s]
+    first = [UserMessageEvent.TYPE, RouteEvent.TYPE, AgentStateEvent.TYPE]
+    [(batches, count, status, check, logged)] = at_run
+    assert (batches, status, check, logged) == (1, task_store.RUNNING, StartCheck(queued=0), first)
+    claim_end = max(i for i, statement in enumerate(seen[:count]) if statement.startswith("INSERT INTO task_events"))
+    after_claim = seen[claim_end + 1:count]
+    assert len(after_claim) == 1 and after_claim[0].startswith("SELECT count(*)")  # the room's queue count
+    sent = [(event_type, data["idx"]) for event_type, data, _room in transport.events if "idx" in data]
+    assert sent == [(event_type, idx) for idx, event_type in enumerate(first)]
+    assert task_store.next_event_idx(c.db, task_id) == len(first)
 
 
 @pytest.mark.parametrize("source", [MessageSource.USER, MessageSource.BACKGROUND_COMMAND])
@@ -115,7 +117,7 @@ def test_the_claim_of_a_turn_on_the_users_messages_records_its_agent_as_the_acti
     c = chat
     store = ActiveAgentSessionStore(SessionStore(c.db))
     rt = SimpleNamespace(db=c.db, active_agents=store, agent_states=AgentStates(c.db),
-                         membership=SimpleNamespace(process_id="me"))
+                         membership=SimpleNamespace(process_id="me"), event_log=EventLog(c.db), transport=Transport())
     manager = TurnManager.__new__(TurnManager)
     manager._rt = rt
     message = PendingMessage.new(conversation_id=c.conv.id, target_agent_id=c.master.id, type="message",
