@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,9 +27,29 @@ FINAL_STATUSES = FINAL_TASK_STATUSES  # defined once, in modules/statuses.py
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, for a server the test starts a moment later. Taken below the kernel's ephemeral range:
+    a port from it (what binding port 0 gives) may become the local port of any outgoing connection before the
+    server binds it (nginx failed to start so while a benchmark held 5,500 client connections)."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = _ports.randrange(10000, low) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+_ports = random.Random()  # (seeded from the OS: concurrent suites pick apart)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 # A launcher (see ServerProcess) whose server never runs the membership sweep after start-up: work that the
