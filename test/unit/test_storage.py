@@ -206,6 +206,32 @@ def test_a_session_store_write_shares_its_callers_transaction_and_a_failing_stor
     assert [m.content for m in messages.list_messages(db, master.id)] == ["first", "second"]
 
 
+def test_on_sqlite_a_session_store_write_takes_no_savepoint_and_a_transaction_sqlite_ended_fails_its_caller(
+        tmp_path):
+    """Issue 26: on SQLite a failed statement undoes only itself, so the savepoint (two more statements, about
+    80 us, twice a routed message) is left out; when SQLite has ended the whole transaction (a full disk, an I/O
+    error; here a ROLLBACK behind the session's back), the write's error reaches its caller."""
+    db = Database(f"sqlite:///{tmp_path / 'app.db'}")
+    db.migrate()
+    store = SessionStore(db)
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    with db.write() as s:
+        assert store.set_in(s, "c1:router", "activeAgent", {"agentId": "a"})
+    event.remove(db.engine, "before_cursor_execute", record)
+    assert len(seen) == 1 and seen[0].startswith("INSERT INTO session_store")
+    with db.write() as s:
+        s.execute(text("DROP TABLE session_store"))
+    with pytest.raises(OperationalError), db.write() as s:
+        s.connection().connection.dbapi_connection.execute("ROLLBACK")
+        store.set_in(s, "c1:router", "activeAgent", {"agentId": "b"})
+    db.dispose()
+
+
 def test_a_session_store_write_whose_transaction_is_gone_fails_its_caller_too(tmp_path):
     """A lost connection ends the whole transaction (as a deadlock does on MariaDB): the caller must hear it as
     the outage it is (every writer of a group commit's batch does), not a failed store and a commit that fails
