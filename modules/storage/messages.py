@@ -27,8 +27,6 @@ _APPEND_ONE = HISTORY.insert().values(
     .scalar_subquery()).returning(HISTORY.c.seq)
 # The reads of every turn, built once (modules/storage/agents.py says why).
 _OF_AGENT = select(Message).where(Message.agent_id == bindparam("agent")).order_by(Message.seq)
-_FROM_SEQ = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq >= bindparam("first")) \
-    .order_by(Message.seq)
 _TAIL = select(Message.seq, Message.role, Message.content, Message.tool_calls, Message.tool_call_id, Message.meta) \
     .where(Message.agent_id == bindparam("agent"), Message.seq > bindparam("after")).order_by(Message.seq)
 _CALLS_AND_RESULTS = select(Message.role, Message.tool_calls, Message.tool_call_id) \
@@ -119,13 +117,6 @@ def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: l
 def list_messages(db: Database, agent_id: str) -> list[Message]:
     with db.read() as s:
         return list(s.scalars(_OF_AGENT, {"agent": agent_id}))
-
-
-def messages_from(db: Database, agent_id: str, first_seq: int) -> list[Message]:
-    """The agent's entries from `first_seq` on (a turn's own, from the first message it drained): what a turn's
-    end reads of the history costs what the turn wrote, not the whole conversation's length."""
-    with db.read() as s:
-        return list(s.scalars(_FROM_SEQ, {"agent": agent_id, "first": first_seq}))
 
 
 def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:

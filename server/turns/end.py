@@ -34,12 +34,9 @@ from modules.event_catalogue import (
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import PendingMessage
-from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
-from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
-from modules.storage.models import Message
 from modules.storage.retry import until_answered
 from modules.sub_agent.manager import TurnResult
 from server.sender import TaskEventSender
@@ -132,9 +129,7 @@ def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: Turn
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
     # the user had with it directly, nor for one its master terminated).
-    final = next((m.content for m in reversed(_turn_messages(rt, turn))
-                  if m.role == "assistant" and m.content and m.typed_meta.task_id == turn.task_id), "")
-    result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=final or "",
+    result = TurnResult(task_id=turn.task_id, status=outcome.status, final_text=turn.reply[1] if turn.reply else "",
                         error=(outcome.error or {}).get("message"), duration_s=time.monotonic() - turn.started)
     if waiters.awaited(turn.agent_id):
         return _Facts(flags, busy, result, None, True)
@@ -207,19 +202,12 @@ def _first_seq(turn: Turn) -> int:
     return turn.drained[0].seq if turn.drained else 0
 
 
-def _turn_messages(rt: TurnRuntime, turn: Turn) -> list[Message]:
-    return message_store.messages_from(rt.db, turn.agent_id, _first_seq(turn))
-
-
 def _suggest(rt: TurnRuntime, turn: Turn) -> None:
     """Suggestions follow a reply to the user: a turn that a user message started or joined."""
-    history = _turn_messages(rt, turn)
-    user = [m for m in history if m.role == "user" and m.typed_meta.source == MessageSource.USER]
-    reply = next((m for m in reversed(history) if m.role == "assistant" and m.content
-                  and m.typed_meta.task_id == turn.task_id), None)
-    if not user or reply is None:
+    if turn.user_text is None or turn.reply is None:
         return
+    message_id, reply = turn.reply
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
-                            agent_id=turn.agent_id, reply_message_id=reply.message_id,
-                            user_message=user[-1].content or "", reply=reply.content or "")
+                            agent_id=turn.agent_id, reply_message_id=message_id,
+                            user_message=turn.user_text, reply=reply)
 

@@ -51,7 +51,11 @@ def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, cont
     drafts = [MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,
                            message_id=message_id,
                            meta=(meta or MessageMeta()).model_copy(update={"task_id": turn.task_id}))]
-    return append_if_ours(rt, turn, drafts if content or calls else []) is not None
+    if append_if_ours(rt, turn, drafts if content or calls else []) is None:
+        return False
+    if content:
+        turn.reply = (message_id, content)
+    return True
 
 
 def tool_result_draft(call_id: str, name: str, result: dict[str, Any]) -> MessageDraft:

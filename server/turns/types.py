@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND, AgentProfile
 from modules.context.history_tail import HistoryTail
-from modules.statuses import TaskStatus
+from modules.statuses import MessageSource, TaskStatus
 from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
@@ -58,12 +58,24 @@ class Turn:
     start_check: StartCheck | None = None  # set by the manager as the turn starts; taken by its first model call
     # It wrote a reply with tool calls: only then can its end find a call of its own without a result.
     wrote_tool_calls: bool = False
+    # What its end needs of its history, noted as it is written (a read of the turn's messages at every end was
+    # about 1 % of 500 streams' CPU, issue 26): its last reply with text, as (message id, text), and the text of the
+    # last message the user wrote it (drained at its start or inline), for the suggestions and a sub-agent's result.
+    reply: tuple[str, str] | None = None
+    user_text: str | None = None
     started: float = field(default_factory=time.monotonic)
     stop_event: threading.Event = field(default_factory=threading.Event)
     history: HistoryTail = field(init=False)  # the history its model requests read (only what is new each time)
 
     def __post_init__(self) -> None:
         self.history = HistoryTail(self.agent_id)
+        self.note_drained(self.drained)
+
+    def note_drained(self, messages: list[Message]) -> None:
+        """Messages drained into its history (at its start or inline): the user's last one is noted."""
+        for message in messages:
+            if message.role == "user" and message.typed_meta.source == MessageSource.USER:
+                self.user_text = message.content or ""
 
     def stopped(self) -> bool:
         return self.stop_event.is_set()

@@ -127,7 +127,7 @@ def turn_end(db, monkeypatch):
                          ledger=UsageLedger(db, GroupCommit(db)))
     turn = Turn(task_id=task.id, conversation_id=conv.id, agent_id=sub.id, display_name=sub.display_name,
                 profile=None, kind=SUB_AGENT_KIND, parent_id=master.id,  # the end reads no profile
-                drained=[SimpleNamespace(seq=0)])
+                drained=[SimpleNamespace(seq=0, role="assistant")])
     transport = Transport()
     sender = TaskEventSender(rt.event_log, transport, task_id=task.id, conversation_id=conv.id, agent_id=sub.id)
     end = lambda outcome: finish_turn(rt, turn, sender, outcome, TurnWaiters())  # noqa: E731

@@ -364,6 +364,17 @@ def test_a_turns_first_request_takes_its_starts_look_at_the_task_and_the_queue_a
     assert f.turn.start_check is None and f.turn.wrote_tool_calls  # (its end looks for calls left open)
 
 
+def test_a_turn_notes_the_users_last_message_and_its_last_reply_for_its_end(flow):
+    """What its end needs (the suggestions, a sub-agent's result), noted as it drains and writes (issue 26)."""
+    f = flow
+    queue_message(f, "and this too")
+    f.rt.model = Model(ModelReply("Working on it.", calls("run_command").tool_calls, "tool_calls"),
+                       calls("run_command"), ModelReply("Done.", [], "stop"))
+    assert run(f) == TurnOutcome(SUCCEEDED) and f.turn.user_text == "and this too"
+    last = [m for m in message_store.list_messages(f.db, f.master.id) if m.role == "assistant"][-1]
+    assert f.turn.reply == (last.message_id, "Done.")
+
+
 def test_a_start_that_found_messages_queued_drains_them_before_the_first_request(flow):
     f = flow
     queue_message(f, "and this too")
