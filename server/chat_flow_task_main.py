@@ -4,6 +4,7 @@ end-of-turn poller, `poll_completion_notifications` (docs/ARCHITECTURE.md, "The 
 from __future__ import annotations
 
 import logging
+import time
 
 from sqlalchemy.orm import Session
 
@@ -19,7 +20,7 @@ from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
-from server.turns.types import FAILED, STOPPED, SUCCEEDED, StartTurn, Turn, TurnOutcome
+from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, StartTurn, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
     inject_runtime_user_message(rt, turn, sender, queued=checked.queued if checked is not None else None)
     limit = rt.settings.max_tool_iterations
     for iteration in range(limit):
-        confirmed = iteration == 0 and checked is not None  # (the claim wrote the task as ours a moment ago)
+        # The claim wrote the task as ours a moment ago (unless its thread started late).
+        confirmed = iteration == 0 and checked is not None and time.monotonic() - turn.started < CLAIM_TRUSTED_S
         if turn.stopped() or not (confirmed or turn_is_ours(rt, turn)):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
         if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):

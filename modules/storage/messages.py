@@ -62,7 +62,7 @@ def append_in(session: Session, conversation_id: str, agent_id: str, drafts: lis
     ts = now()
     rows = [
         {"message_id": draft.message_id, "conversation_id": conversation_id, "agent_id": agent_id,
-         "role": draft.role, "content": _storable(draft.content), "tool_calls": draft.tool_calls,
+         "role": draft.role, "content": storable(draft.content), "tool_calls": draft.tool_calls,
          "tool_call_id": draft.tool_call_id, "name": draft.name, "metadata": draft.meta.dump(), "created_at": ts}
         for draft in drafts
     ]
@@ -105,7 +105,9 @@ def _numbered_append(columns: tuple[str, ...]) -> TextClause:
                 f'FROM {recordset(HISTORY, columns, "r")} ORDER BY r.ord RETURNING "{seq}"')
 
 
-def _storable(text: str | None) -> str | None:
+def storable(text: str | None) -> str | None:
+    """The text as the history keeps it: a NUL (a model can produce one; PostgreSQL's text cannot hold it) made
+    U+FFFD."""
     return text.replace("\x00", "\ufffd") if text else text
 
 

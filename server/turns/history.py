@@ -14,7 +14,7 @@ from modules.llm import ToolCall
 from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.message_meta import MessageMeta
-from modules.storage.messages import MessageDraft
+from modules.storage.messages import MessageDraft, storable
 from modules.storage.models import Message
 from server.turns.context import TurnRuntime
 from server.turns.types import Turn
@@ -54,7 +54,7 @@ def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, cont
     if append_if_ours(rt, turn, drafts if content or calls else []) is None:
         return False
     if content:
-        turn.reply = (message_id, content)
+        turn.reply = (message_id, storable(content) or "")  # as stored: its end hands it on (a notice's text)
     return True
 
 

@@ -16,13 +16,20 @@ from modules.statuses import MessageSource, TaskStatus
 from modules.storage.models import Agent, Message
 from modules.storage.tasks import FAILED, STOPPED, SUCCEEDED
 
-__all__ = ["FAILED", "STOPPED", "SUCCEEDED", "Collect", "StartCheck", "StartTurn", "Turn", "TurnOutcome"]
+__all__ = ["CLAIM_TRUSTED_S", "FAILED", "STOPPED", "SUCCEEDED", "Collect", "StartCheck", "StartTurn", "Turn",
+           "TurnOutcome"]
 
 Collect = Callable[[Session, Agent, str], list[Message]]
 """Inside the transaction that claims `agent` for the new task `task_id`: the messages its turn starts on."""
 
 StartTurn = Callable[[str, Collect], str | None]
 """The TurnManager's claim of an idle agent, given what to collect: the new task's id, or None."""
+
+
+# How long after its claim a turn's first model call trusts the owner the claim wrote. A peer takes a task over only
+# once this process's heartbeat looks stale, which can happen at any moment, so the trust is kept short: a thread
+# that starts late under load reads the owner again, as every later call does.
+CLAIM_TRUSTED_S = 1.0
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
-from server.turns.types import FAILED, STOPPED, SUCCEEDED, StartCheck, Turn, TurnOutcome
+from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
 
@@ -344,11 +344,12 @@ def test_a_turn_whose_start_recorded_the_active_agent_writes_it_from_its_second_
     assert len(f.rt.model.requests) == 2 and f.active == [(f.conv.id, f.master.id)]
 
 
-def test_a_turns_first_request_takes_its_starts_look_at_the_task_and_the_queue_and_later_ones_look_again(flow):
-    """Issue 26: the turn's claim has just written the task as this process's, and its start read the queue's
-    size for the room; reading both again before the first model call cost every stream two statements."""
+@pytest.mark.parametrize("late", [False, True])
+def test_a_turns_first_request_takes_its_starts_look_at_the_task_and_the_queue_and_later_ones_look_again(flow, late):
+    """Issue 26: the claim has just written the task as this process's, and the start read the queue's size; reading
+    both again cost every stream two statements. A thread that started late after its claim reads the owner."""
     f, seen, before = flow, [], []
-    f.turn.start_check = StartCheck(queued=0)
+    f.turn.start_check, f.turn.started = StartCheck(queued=0), time.monotonic() - (CLAIM_TRUSTED_S + 1) * late
     f.rt.model = Model(calls("run_command"), ModelReply("Done.", [], "stop"),
                        during={0: lambda: before.append(list(seen)), 1: lambda: before.append(list(seen))})
 
@@ -359,20 +360,19 @@ def test_a_turns_first_request_takes_its_starts_look_at_the_task_and_the_queue_a
     assert run(f) == TurnOutcome(SUCCEEDED)
     event.remove(f.db.engine, "before_cursor_execute", record)
     first, second = before[0], before[1][len(before[0]):]
-    assert not [s for s in first if "FROM tasks" in s or "FROM pending_messages" in s], first
+    assert bool([s for s in first if "FROM tasks" in s]) == late and not [s for s in first if "pending_mess" in s]
     assert [s for s in second if "FROM tasks" in s] and [s for s in second if "FROM pending_messages" in s], second
     assert f.turn.start_check is None and f.turn.wrote_tool_calls  # (its end looks for calls left open)
 
 
-def test_a_turn_notes_the_users_last_message_and_its_last_reply_for_its_end(flow):
-    """What its end needs (the suggestions, a sub-agent's result), noted as it drains and writes (issue 26)."""
-    f = flow
+def test_a_turn_notes_the_users_last_message_and_its_last_reply_as_stored_for_its_end(flow):
+    f = flow  # (what its end needs: the suggestions, a sub-agent's result; issue 26)
     queue_message(f, "and this too")
     f.rt.model = Model(ModelReply("Working on it.", calls("run_command").tool_calls, "tool_calls"),
-                       calls("run_command"), ModelReply("Done.", [], "stop"))
+                       calls("run_command"), ModelReply("Done.\x00", [], "stop"))  # (a NUL: stored as U+FFFD)
     assert run(f) == TurnOutcome(SUCCEEDED) and f.turn.user_text == "and this too"
     last = [m for m in message_store.list_messages(f.db, f.master.id) if m.role == "assistant"][-1]
-    assert f.turn.reply == (last.message_id, "Done.")
+    assert f.turn.reply == (last.message_id, "Done.\ufffd") == (last.message_id, last.content)
 
 
 def test_a_start_that_found_messages_queued_drains_them_before_the_first_request(flow):
