@@ -26,7 +26,7 @@ class SessionStore:
     """A failing store (its table gone) must not fail the writes it shares a transaction with: the database
     layer reads a statement's OperationalError as an outage, which every writer of a group commit's batch
     hears. So `set` is a transaction of its own, and `set_in` writes inside the caller's behind a savepoint (on
-    SQLite without one: see `_set_on_sqlite_in`)."""
+    SQLite without one: see `set_in`)."""
 
     def __init__(self, db: Database):
         self._db = db
@@ -48,36 +48,30 @@ class SessionStore:
         """`set` inside the caller's transaction (a group commit's batch: no commit of its own); False, with the
         caller's writes unharmed, when the statement failed. When the transaction itself is gone (the connection
         lost; a deadlock, which ends the whole of it on MariaDB) the statement's error is raised, and the caller's
-        writes fail with it rather than go on in a transaction that no longer holds them."""
-        if self._db.is_sqlite:
-            return self._set_on_sqlite_in(session, key, field, value)
-        savepoint = session.begin_nested()
+        writes fail with it rather than go on in a transaction that no longer holds them.
+
+        On SQLite without a savepoint: a statement that fails there undoes only itself and the transaction goes
+        on, unless SQLite rolled the whole of it back (a full disk, an I/O error), which its connection then says.
+        The SAVEPOINT and RELEASE were two more statements and about 80 us for each write of the active agent, two
+        a routed message (issue 26)."""
+        savepoint = None if self._db.is_sqlite else session.begin_nested()
         try:
             self._upsert_in(session, key, field, value)
         except SQLAlchemyError as exc:
             if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                 raise  # the connection is gone, the caller's transaction with it: an outage, for every writer
-            try:
-                savepoint.rollback()
-            except SQLAlchemyError:
-                raise exc from None  # the statement's own error: the database layer reads an outage from it
+            if savepoint is None:
+                if not _in_transaction(session):
+                    raise  # SQLite ended the transaction, and the caller's writes with it
+            else:
+                try:
+                    savepoint.rollback()
+                except SQLAlchemyError:
+                    raise exc from None  # the statement's own error: the database layer reads an outage from it
             log.warning("session store: could not write %s/%s: %s", key, field, exc)
             return False
-        savepoint.commit()
-        return True
-
-    def _set_on_sqlite_in(self, session: Session, key: str, field: str, value: Any) -> bool:
-        """`set_in` on SQLite, where a statement that fails undoes only itself and the transaction goes on, unless
-        SQLite rolled the whole of it back (a full disk, an I/O error), which its connection then says. So no
-        savepoint: its SAVEPOINT and RELEASE were two more statements and about 80 us for each write of the active
-        agent, two a routed message (issue 26)."""
-        try:
-            self._upsert_in(session, key, field, value)
-        except SQLAlchemyError as exc:
-            if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or not _in_transaction(session):
-                raise  # the transaction is gone, and the caller's writes with it
-            log.warning("session store: could not write %s/%s: %s", key, field, exc)
-            return False
+        if savepoint is not None:
+            savepoint.commit()
         return True
 
     def _upsert_in(self, session: Session, key: str, field: str, value: Any) -> None:

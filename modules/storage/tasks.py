@@ -23,7 +23,9 @@ SUCCEEDED, FAILED, STOPPED = TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus
 ACTIVE_STATUSES = ACTIVE_TASK_STATUSES
 FINAL_STATUSES = FINAL_TASK_STATUSES
 
+# Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
 TASKS = cast(Table, Task.__table__)
+TASK_EVENTS = cast(Table, TaskEvent.__table__)  # (the event log's group commit writes it too)
 # Statements every turn runs, built once (modules/storage/agents.py says why).
 _STILL_OWNED = select(func.count()).select_from(TASKS).where(
     TASKS.c.id == bindparam("task"), TASKS.c.owner == bindparam("owner"), TASKS.c.status.in_(ACTIVE_STATUSES))
@@ -32,8 +34,7 @@ _ACTIVE_OF_AGENT = select(TASKS.c.id).where(TASKS.c.agent_id == bindparam("agent
     .order_by(TASKS.c.created_at.desc()).limit(1)
 # Every claim writes a task: the ORM's add and flush for it were about 2 % of 500 streams' CPU (issue 26).
 _INSERT_TASK = insert(TASKS)
-_EVENTS = cast(Table, TaskEvent.__table__)
-_INSERT_EVENTS = insert(_EVENTS)
+_INSERT_EVENTS = insert(TASK_EVENTS)
 
 
 def create_task_in(session: Session, *, conversation_id: str, agent_id: str, task_type: str,
@@ -127,7 +128,7 @@ def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple
 def insert_events_in(session: Session, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
     """A task's events from `first_idx` on, in one statement (a turn's start and its end write theirs so)."""
     ts = now()
-    insert_rows(session.connection(), _EVENTS, [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data,
+    insert_rows(session.connection(), TASK_EVENTS, [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data,
                                                      ts=ts) for i, (event_type, data) in enumerate(events)],
                 _INSERT_EVENTS)
 

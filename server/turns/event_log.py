@@ -28,9 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,15 +37,12 @@ from modules.event_catalogue import ReasoningChunkEvent, TextChunkEvent
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
-from modules.storage.models import TaskEvent
 from modules.storage.records import now
 from server.turns.stream_window import StreamWindow
 
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[int], None]
-# Declarative mapping types `__table__` as a FromClause; a mapped class's is its Table.
-_TASK_EVENTS = cast(Table, TaskEvent.__table__)
 CHUNK = TextChunkEvent.TYPE
 REASONING_CHUNK = ReasoningChunkEvent.TYPE  # the model's thinking as it streams, coalesced the same way
 CHUNK_TYPES = (CHUNK, REASONING_CHUNK)
@@ -188,7 +184,7 @@ class EventLog:
         rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
                 for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(_TASK_EVENTS, rows, step=step)
+            self.writer.insert(task_store.TASK_EVENTS, rows, step=step)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again
@@ -258,7 +254,7 @@ class EventLog:
             return
         try:
             ts = now()
-            errors = self.writer.insert_each(_TASK_EVENTS, [
+            errors = self.writer.insert_each(task_store.TASK_EVENTS, [
                 [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts) for held in due]
                 for task_id, _, due in taken])
         except BaseException:
