@@ -66,9 +66,15 @@ def open_synthetic_conversation(open_page, server: ServerProcess, title: str) ->
     conv = server.post("/api/conversations", {"title": title}).json()
     cid, master = conv["conversation_id"], conv["agents"][0]["agent_id"]
     page = open_page(server, path=f"/#/c/{cid}")
+    wait_opened(page, title)
+    return page, cid, master
+
+
+def wait_opened(page: Page, title: str) -> None:
+    """The conversation titled `title` is open and its history loaded. The title comes first: before the page
+    opens the conversation nothing is loading either, so the spinner's absence alone proves nothing."""
     expect(page.get_by_test_id("conversation-title")).to_have_text(title)
     expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
-    return page, cid, master
 
 
 def inject(page: Page, cid: str, agent_id: str, task_id: str, events: list[tuple[int, str, dict]]) -> None:

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from modules.event_catalogue import UserMessageEvent
 from modules.statuses import MessageSource, Visibility
-from test.browser.helpers import assistant, inject, open_synthetic_conversation, send, wait_connected
+from test.browser.helpers import assistant, inject, open_synthetic_conversation, send, wait_connected, wait_opened
 from test.scripted_llm import match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
@@ -75,7 +75,7 @@ def test_a_sub_agent_report_while_the_tab_is_hidden_notifies_once(open_page, ui_
     page, cid, master = open_synthetic_conversation(open_page, ui_server, "sub-agent report")
     page.context.add_init_script(FAKE_NOTIFICATIONS)
     page.reload()
-    expect(page.get_by_test_id("timeline-loading")).to_have_count(0)
+    wait_opened(page, "sub-agent report")  # the reloaded page drops events for a conversation it has not opened yet
     page.evaluate("window.Notification.permission = 'granted'")  # granted at an earlier visit
     report = {"message": "[Sub-agent InfoAgent_1 succeeded in 2.0 s]\nResult:\nAll **12** tests pass.",
               "message_id": "n-report", "source": MessageSource.SUB_AGENT, "visibility": Visibility.COMPACT,
