@@ -125,12 +125,16 @@ def insert_events(db: Database, task_id: str, first_idx: int, events: list[tuple
         insert_events_in(s, task_id, first_idx, events)
 
 
+def event_rows(task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]]) -> list[dict[str, Any]]:
+    """The `TASK_EVENTS` rows of a task's runs of consecutive events, each run from its first index on."""
+    ts = now()
+    return [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
+            for first, events in runs for i, (event_type, data) in enumerate(events)]
+
+
 def insert_events_in(session: Session, task_id: str, first_idx: int, events: list[tuple[str, dict[str, Any]]]) -> None:
     """A task's events from `first_idx` on, in one statement (a turn's start and its end write theirs so)."""
-    ts = now()
-    insert_rows(session.connection(), TASK_EVENTS, [dict(task_id=task_id, idx=first_idx + i, type=event_type, data=data,
-                                                     ts=ts) for i, (event_type, data) in enumerate(events)],
-                _INSERT_EVENTS)
+    insert_rows(session.connection(), TASK_EVENTS, event_rows(task_id, [(first_idx, events)]), _INSERT_EVENTS)
 
 
 def list_events(db: Database, task_id: str, from_idx: int = 0, limit: int = 5000) -> list[TaskEvent]:

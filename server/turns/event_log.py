@@ -37,7 +37,6 @@ from modules.event_catalogue import ReasoningChunkEvent, TextChunkEvent
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
-from modules.storage.records import now
 from server.turns.stream_window import StreamWindow
 
 log = logging.getLogger(__name__)
@@ -180,11 +179,8 @@ class EventLog:
 
     def _write(self, task_id: str, runs: list[tuple[int, list[tuple[str, dict[str, Any]]]]],
                step: Callable[[Session], Any] | None = None) -> None:
-        ts = now()
-        rows = [dict(task_id=task_id, idx=first + i, type=event_type, data=data, ts=ts)
-                for first, events in runs for i, (event_type, data) in enumerate(events)]
         try:
-            self.writer.insert(task_store.TASK_EVENTS, rows, step=step)
+            self.writer.insert(task_store.TASK_EVENTS, task_store.event_rows(task_id, runs), step=step)
         except BaseException:
             with self._guard:
                 self._next.pop(task_id, None)  # read the next index from the log again
@@ -253,9 +249,8 @@ class EventLog:
             time.sleep(min(self._flush_s, 0.005))  # every due chunk's task is busy writing it
             return
         try:
-            ts = now()
             errors = self.writer.insert_each(task_store.TASK_EVENTS, [
-                [dict(task_id=task_id, idx=held.idx, type=held.type, data=held.data, ts=ts) for held in due]
+                task_store.event_rows(task_id, [(held.idx, [(held.type, held.data)]) for held in due])
                 for task_id, _, due in taken])
         except BaseException:
             for _, lock, _held in taken:
