@@ -92,7 +92,8 @@ class Runtime:
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
             hooks=RouterHooks(wake=self.tasks.wake, active_task_of=self.tasks.active_task_of_agent,
                               more_completions_expected=self.tasks.more_completions_expected,
-                              notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id)),
+                              notify_peers=lambda agent_id: self.peers.publish(QUEUED, agent_id),
+                              claims=self.tasks),
             writer=self.writer)
         self.commands = BackgroundCommandManager(
             db, self.router, sandbox=sandbox, logs_dir=settings.data_dir / "command_logs",

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
@@ -43,7 +43,7 @@ from modules.multi_agent.pending import (
     history_draft,
     history_text,
 )
-from modules.multi_agent.router_hooks import RouterHooks
+from modules.multi_agent.router_hooks import Claimed, RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
@@ -51,10 +51,31 @@ from modules.storage import send_batch, unrouted
 from modules.storage.agents import ReceiverRow
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
-from modules.storage.models import Message
-from modules.storage.records import ask_consumer
+from modules.storage.models import Agent, Message
+from modules.storage.records import ask_consumer, new_id
 
 log = logging.getLogger(__name__)
+
+
+class _Release(NamedTuple):
+    """A held message released to its receiver; `task_id`: the task its idle receiver's turn would take."""
+
+    message: PendingMessage
+    task_id: str | None
+
+
+class _Claim(NamedTuple):
+    claimed: Claimed
+
+
+class _ClaimedBefore:
+    """A release before it in its batch claimed its receiver: read again after the commit (running now)."""
+
+
+_CLAIMED_BEFORE = _ClaimedBefore()
+# What a release comes to: its receiver (released; delivered after the commit), a claimed turn, its receiver
+# claimed by a release before it, None (released before, by another process) or the error its caller gets.
+Released = ReceiverRow | Agent | _Claim | _ClaimedBefore | RouteError | None
 
 __all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_NEW_TURN", "AskWaiter",
            "MessageRouter", "PendingMessage", "RouteError", "RouteResult", "history_draft", "history_text"]
@@ -112,7 +133,7 @@ class MessageRouter:
                 outcomes.append(agent)
         return outcomes
 
-    def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | None = None) -> RouteResult:
+    def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | Agent | None = None) -> RouteResult:
         try:
             return self.deliver(message, receiver=receiver)
         except (OperationalError, InterfaceError):
@@ -123,26 +144,49 @@ class MessageRouter:
     def release(self, message: PendingMessage) -> RouteResult | None:
         """Queue a user message held for routing (`storage.unrouted`) for the receiver it now names, then
         deliver it as `route_message` does; None when another process released it first. Releases of many
-        conversations at once share the group commit's transactions, as sends do."""
-        receiver = self._writer.call_batched(self._release_batch, message)
-        return self._deliver_stored(message, receiver) if receiver is not None else None
+        conversations at once share the group commit's transactions, as sends do. With `RouterHooks.claims`, an
+        idle receiver's turn is claimed in the same transaction: one commit (and one wait for it) fewer."""
+        claims = self._hooks.claims
+        if claims is None:
+            receiver = self._writer.call_batched(self._release_batch, _Release(message, None))
+            return self._deliver_stored(message, receiver) if receiver is not None else None
+        task_id = new_id()
+        with claims.claiming(task_id):
+            released = self._writer.call_batched(self._release_batch, _Release(message, task_id))
+            if isinstance(released, _Claim):
+                return RouteResult(TRIGGERED_NEW_TURN, claims.start(released.claimed))
+        if released is None:
+            return None
+        return self._deliver_stored(message, None if isinstance(released, _ClaimedBefore) else released)
 
-    def _release_batch(self, s: Session, messages: list[PendingMessage]) -> list[ReceiverRow | RouteError | None]:
-        """The releases of one batch: their receivers share-locked in one statement; per message, its
-        receiver's row (released), None (released before), or the RouteError its caller gets."""
-        receivers = agent_store.lock_many_for_queueing_in(s, {m.target_agent_id for m in messages})
-        outcomes: list[ReceiverRow | RouteError | None] = []
-        for message in messages:
+    def _release_batch(self, s: Session, releases: list[_Release]) -> list[Released]:
+        """The releases of one batch: their receivers locked in one statement (share-locked, or locked whole
+        for the turn a release may claim); per message, what `release` makes of it (`Released`)."""
+        ids = {r.message.target_agent_id for r in releases}
+        claims = self._hooks.claims
+        receivers = agent_store.lock_many_for_turn_in(s, ids) if claims is not None \
+            else agent_store.lock_many_for_queueing_in(s, ids)
+        claimed: set[str] = set()
+        outcomes: list[Released] = []
+        for release in releases:
+            message = release.message
             agent = receivers.get(message.target_agent_id)
             if agent is None or agent.terminated:
                 name = agent.display_name if agent else message.target_agent_id
                 outcomes.append(RouteError(f"{name} takes no more messages"))
-            elif unrouted.release_in(s, message.id, dict(
+            elif not unrouted.release_in(s, message.id, dict(
                     target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
                     meta=message.meta.dump())):
-                outcomes.append(agent)
-            else:
                 outcomes.append(None)
+            elif agent.id in claimed:
+                outcomes.append(_CLAIMED_BEFORE)
+            elif claims is not None and release.task_id is not None and isinstance(agent, Agent) \
+                    and agent.state in (agent_state.IDLE, agent_state.COMPLETED) \
+                    and (turn := claims.claim_in(s, agent, release.task_id)) is not None:
+                claimed.add(agent.id)
+                outcomes.append(_Claim(turn))
+            else:
+                outcomes.append(agent)
         return outcomes
 
     def stored(self, message_id: str) -> PendingMessage | None:
@@ -160,7 +204,7 @@ class MessageRouter:
         fresh = set(queue.enqueue_many_in(session, [m.row_values() for m in messages]))
         return [m for m in messages if m.id in fresh]
 
-    def deliver(self, message: PendingMessage, *, receiver: ReceiverRow | None = None) -> RouteResult:
+    def deliver(self, message: PendingMessage, *, receiver: ReceiverRow | Agent | None = None) -> RouteResult:
         """The receiver-decided step for a message already committed to its queue. `receiver`: its row as
         read under the lock of the transaction that queued the message (no second read): a state it had at
         that commit is as good as one read after it, since a change of state waits for the commit and a turn
