@@ -20,7 +20,7 @@ from server.sender import EventSender
 from server.turns.context import TurnRuntime
 from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
-from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, StartTurn, Turn, TurnOutcome
+from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, Collect, StartTurn, Turn, TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +156,14 @@ def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTu
     """
     if not queued and not rt.router.has_queued(agent_id):
         return None
+    return claim(agent_id, collect_queue(rt, agent_id))
+
+
+def collect_queue(rt: TurnRuntime, agent_id: str) -> Collect:
+    """What a turn takes from the agent's queue inside its claim: all of it, the last message its trigger."""
 
     def collect(session: Session, agent: Agent, task_id: str) -> list[Message]:
         return rt.router.drain_to_history_in(session, agent_id, agent.conversation_id, task_id,
                                              last_starts_work=True)
 
-    return claim(agent_id, collect)
+    return collect

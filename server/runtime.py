@@ -41,7 +41,7 @@ from modules.usage.ledger import UsageLedger
 from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import load_prices
 from modules.work_caps import WorkCaps
-from server.chat_flow_task_main import handle_task_with_sender, poll_completion_notifications
+from server.chat_flow_task_main import collect_queue, handle_task_with_sender, poll_completion_notifications
 from server.cluster import Membership
 from server.metrics import Metrics
 from server.sender import Transport
@@ -87,7 +87,8 @@ class Runtime:
         self.sub_agents = SubAgentManager(db, profiles, caps)
         # Half built here: the turn manager reads the router, the commands and the agent services only once
         # turns run; the router is built with the manager's methods, so it is complete from its first message.
-        self.tasks = TurnManager(self, TurnLoop(run=handle_task_with_sender, poll=poll_completion_notifications))
+        self.tasks = TurnManager(self, TurnLoop(run=handle_task_with_sender, poll=poll_completion_notifications,
+                                                 collect=collect_queue))
         self.router = MessageRouter(
             db, spawn=spawn, settle_s=settings.notice_settle_ms / 1000, rescan_s=settings.peer_poll_s,
             hooks=RouterHooks(wake=self.tasks.wake, active_task_of=self.tasks.active_task_of_agent,

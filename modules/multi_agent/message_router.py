@@ -24,7 +24,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
@@ -43,42 +44,44 @@ from modules.multi_agent.pending import (
     history_draft,
     history_text,
 )
-from modules.multi_agent.router_hooks import Claimed, RouterHooks
+from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import send_batch, unrouted
 from modules.storage.agents import ReceiverRow
-from modules.storage.db import Database
+from modules.storage.db import Database, DatabaseUnavailable
 from modules.storage.group_commit import GroupCommit
-from modules.storage.models import Agent, Message
+from modules.storage.models import Message
 from modules.storage.records import ask_consumer, new_id
 
 log = logging.getLogger(__name__)
 
+__all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_NEW_TURN", "AskWaiter",
+           "MessageRouter", "PendingMessage", "RouteError", "RouteResult", "history_draft", "history_text"]
+
 
 class _Release(NamedTuple):
-    """A held message released to its receiver; `task_id`: the task its idle receiver's turn would take."""
+    """A held message released to its receiver; `task_id`: the task its idle receiver's turn takes (None: no claim
+    in the release's transaction)."""
 
     message: PendingMessage
     task_id: str | None
 
 
 class _Claim(NamedTuple):
-    claimed: Claimed
+    """The release claimed its receiver's turn: `start` runs it once the release commits."""
+
+    start: Callable[[], str]
 
 
-class _ClaimedBefore:
-    """A release before it in its batch claimed its receiver: read again after the commit (running now)."""
+class _Seen(Enum):
+    CLAIMED_BEFORE = "a release before it in its batch claimed its receiver: read again after the commit"
 
 
-_CLAIMED_BEFORE = _ClaimedBefore()
 # What a release comes to: its receiver (released; delivered after the commit), a claimed turn, its receiver
 # claimed by a release before it, None (released before, by another process) or the error its caller gets.
-Released = ReceiverRow | Agent | _Claim | _ClaimedBefore | RouteError | None
-
-__all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_NEW_TURN", "AskWaiter",
-           "MessageRouter", "PendingMessage", "RouteError", "RouteResult", "history_draft", "history_text"]
+Released = ReceiverRow | _Claim | Literal[_Seen.CLAIMED_BEFORE] | RouteError | None
 
 
 class MessageRouter:
@@ -133,7 +136,7 @@ class MessageRouter:
                 outcomes.append(agent)
         return outcomes
 
-    def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | Agent | None = None) -> RouteResult:
+    def _deliver_stored(self, message: PendingMessage, receiver: ReceiverRow | None = None) -> RouteResult:
         try:
             return self.deliver(message, receiver=receiver)
         except (OperationalError, InterfaceError):
@@ -148,24 +151,32 @@ class MessageRouter:
         idle receiver's turn is claimed in the same transaction: one commit (and one wait for it) fewer."""
         claims = self._hooks.claims
         if claims is None:
-            receiver = self._writer.call_batched(self._release_batch, _Release(message, None))
-            return self._deliver_stored(message, receiver) if receiver is not None else None
+            return self._delivered(message, self._writer.call_batched(self._release_batch, _Release(message, None)))
         task_id = new_id()
         with claims.claiming(task_id):
-            released = self._writer.call_batched(self._release_batch, _Release(message, task_id))
+            try:
+                released: Released = self._writer.call_batched(self._release_batch, _Release(message, task_id))
+            except (RouteError, DatabaseUnavailable):
+                raise
+            except Exception:  # the claim's own failure must not keep the message from its queue (nor its turn)
+                log.exception("message %s: its receiver's claim failed; the message is released alone", message.id)
+                released = self._writer.call_batched(self._release_batch, _Release(message, None))
             if isinstance(released, _Claim):
-                return RouteResult(TRIGGERED_NEW_TURN, claims.start(released.claimed))
+                return RouteResult(TRIGGERED_NEW_TURN, released.start())
+        return self._delivered(message, released)
+
+    def _delivered(self, message: PendingMessage, released: Released) -> RouteResult | None:
         if released is None:
             return None
-        return self._deliver_stored(message, None if isinstance(released, _ClaimedBefore) else released)
+        assert not isinstance(released, _Claim | RouteError)  # started above; raised by the group commit
+        return self._deliver_stored(message, None if released is _Seen.CLAIMED_BEFORE else released)
 
     def _release_batch(self, s: Session, releases: list[_Release]) -> list[Released]:
-        """The releases of one batch: their receivers locked in one statement (share-locked, or locked whole
-        for the turn a release may claim); per message, what `release` makes of it (`Released`)."""
-        ids = {r.message.target_agent_id for r in releases}
+        """The releases of one batch: their receivers share-locked in one statement (as sends lock them, so a
+        release of a message for a busy agent blocks no writer of its turn); per message, what `release` makes
+        of it (`Released`). An idle receiver's claim locks it for its turn, as every claim does."""
+        receivers = agent_store.lock_many_for_queueing_in(s, {r.message.target_agent_id for r in releases})
         claims = self._hooks.claims
-        receivers = agent_store.lock_many_for_turn_in(s, ids) if claims is not None \
-            else agent_store.lock_many_for_queueing_in(s, ids)
         claimed: set[str] = set()
         outcomes: list[Released] = []
         for release in releases:
@@ -179,12 +190,12 @@ class MessageRouter:
                     meta=message.meta.dump())):
                 outcomes.append(None)
             elif agent.id in claimed:
-                outcomes.append(_CLAIMED_BEFORE)
-            elif claims is not None and release.task_id is not None and isinstance(agent, Agent) \
+                outcomes.append(_Seen.CLAIMED_BEFORE)
+            elif claims is not None and release.task_id is not None \
                     and agent.state in (agent_state.IDLE, agent_state.COMPLETED) \
-                    and (turn := claims.claim_in(s, agent, release.task_id)) is not None:
+                    and (start := claims.claim_in(s, agent.id, release.task_id)) is not None:
                 claimed.add(agent.id)
-                outcomes.append(_Claim(turn))
+                outcomes.append(_Claim(start))
             else:
                 outcomes.append(agent)
         return outcomes
@@ -204,7 +215,7 @@ class MessageRouter:
         fresh = set(queue.enqueue_many_in(session, [m.row_values() for m in messages]))
         return [m for m in messages if m.id in fresh]
 
-    def deliver(self, message: PendingMessage, *, receiver: ReceiverRow | Agent | None = None) -> RouteResult:
+    def deliver(self, message: PendingMessage, *, receiver: ReceiverRow | None = None) -> RouteResult:
         """The receiver-decided step for a message already committed to its queue. `receiver`: its row as
         read under the lock of the transaction that queued the message (no second read): a state it had at
         that commit is as good as one read after it, since a change of state waits for the commit and a turn

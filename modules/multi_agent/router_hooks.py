@@ -13,8 +13,6 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from modules.storage.models import Agent
-
 
 def _no_turn(agent_id: str) -> str | None:
     return None
@@ -28,10 +26,6 @@ def _no_peers(agent_id: str) -> None:
     return None
 
 
-class Claimed(Protocol):
-    """A turn claimed inside the transaction that queued its message; it runs once that commits."""
-
-
 class TurnClaims(Protocol):
     """Starting a turn inside the router's own transaction: a user's message released to an idle agent is queued,
     and the agent claimed with its turn's task, in one commit instead of two (docs/ARCHITECTURE.md, "Routing")."""
@@ -40,13 +34,10 @@ class TurnClaims(Protocol):
         """Around the transaction that may claim `task_id`, and its start: the task is this process's meanwhile."""
         ...
 
-    def claim_in(self, session: Session, agent: Agent, task_id: str) -> Claimed | None:
-        """Claim the idle `agent` (its row locked whole by the caller's transaction, a message queued for it there)
-        and write its task `task_id`; None when it has no turn to start. Database work only: it may run twice."""
-        ...
-
-    def start(self, claimed: Claimed) -> str:
-        """Run the turn of a claim that committed; its task id."""
+    def claim_in(self, session: Session, agent_id: str, task_id: str) -> Callable[[], str] | None:
+        """Claim the agent (a message was queued for it in the caller's transaction) and write its task `task_id`;
+        the start of its turn, to call once that commits (it returns the task id), or None when the agent has no
+        turn to start. Database work only: it may run twice (group commit)."""
         ...
 
 

@@ -20,8 +20,6 @@ _MASTER = _OF_CONVERSATION.where(Agent.kind == "master")
 _OF_KIND = _OF_CONVERSATION.where(Agent.kind == bindparam("kind")).order_by(Agent.created_at)
 _LOCK_FOR_TURN = select(Agent).where(Agent.id == bindparam("agent")).with_for_update(key_share=True) \
     .execution_options(populate_existing=True)
-_LOCK_MANY_FOR_TURN = select(Agent).where(Agent.id.in_(bindparam("ids", expanding=True))).order_by(Agent.id) \
-    .with_for_update(key_share=True).execution_options(populate_existing=True)
 
 
 def list_agents(db: Database, conversation_id: str) -> list[Agent]:
@@ -69,12 +67,6 @@ def lock_for_turn_in(session: Session, agent_id: str) -> Agent | None:
     """The agent, its row locked as `lock_terminated_in` locks it: read whole (as the transaction sees it now, not
     as its session cached it), for the start of its turn."""
     return session.scalars(_LOCK_FOR_TURN, {"agent": agent_id}).first()
-
-
-def lock_many_for_turn_in(session: Session, agent_ids: set[str]) -> dict[str, Agent]:
-    """`lock_for_turn_in` for several agents in one statement (in the order of their ids, as every caller locks
-    them); by agent id."""
-    return {agent.id: agent for agent in session.scalars(_LOCK_MANY_FOR_TURN, {"ids": sorted(agent_ids)})}
 
 
 def lock_for_queueing_in(session: Session, agent_id: str) -> Row[str, bool] | None:

@@ -51,6 +51,20 @@ SQLITE_BUSY_MS = 100  # the longest C-level wait on SQLite's lock; longer waits 
 MIGRATION_LOCK_WAIT_S = 120.0
 PROBER_TIMEOUT_S = 1.5  # the health prober's patience: a busy machine must not look like an outage
 _UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout, DeadlineExceeded, sqlite3.OperationalError)
+# A deadlock ends the one transaction the database chose to roll back, and the database answers: its error is
+# raised as the driver gave it (an OperationalError all the same), so the group commit retries each writer of
+# that batch alone instead of failing them all as during an outage. PostgreSQL's SQLSTATE; MariaDB's error code.
+_DEADLOCK_SQLSTATE = "40P01"
+_DEADLOCK_MYSQL = 1213
+
+
+def deadlocked(exc: BaseException) -> bool:
+    """Whether `exc` is the database's report that it rolled back this transaction to break a deadlock."""
+    orig = getattr(exc, "orig", None)
+    if getattr(orig, "sqlstate", None) == _DEADLOCK_SQLSTATE:
+        return True
+    args: tuple[Any, ...] = getattr(orig, "args", ())
+    return bool(args) and args[0] == _DEADLOCK_MYSQL
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -205,6 +219,8 @@ class Database:
             self.health.suspect()
             raise
         except _UNAVAILABLE as exc:
+            if deadlocked(exc):
+                raise
             self.health.suspect()
             raise DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}") from exc
         except DBAPIError as exc:

@@ -32,7 +32,7 @@ from server.metrics import Metrics
 from server.sender import EventSender, Transport
 from server.suggestions import SuggestionService
 from server.turns.event_log import EventLog
-from server.turns.types import StartTurn, Turn, TurnOutcome
+from server.turns.types import Collect, StartTurn, Turn, TurnOutcome
 
 
 class TurnRuntime(Protocol):
@@ -67,9 +67,11 @@ class TurnRuntime(Protocol):
 
 @dataclass(frozen=True)
 class TurnLoop:
-    """The loop files' two entry points (server/chat_flow_task_main.py), handed to the `TurnManager` by the
+    """The loop files' entry points (server/chat_flow_task_main.py), handed to the `TurnManager` by the
     runtime so that the package never imports the loop that imports it: `run` runs one turn, `poll` is the
-    one place a turn starts from the agent's queue (`poll_completion_notifications`)."""
+    one place a turn starts from the agent's queue (`poll_completion_notifications`), `collect` what a turn
+    takes from it (`collect_queue`: the poller's, and the claim in a released message's transaction)."""
 
     run: Callable[[TurnRuntime, Turn, EventSender], TurnOutcome]
     poll: Callable[[TurnRuntime, str, StartTurn, bool], str | None]
+    collect: Callable[[TurnRuntime, str], Collect]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, NamedTuple
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -25,7 +26,6 @@ from modules.agents.profiles import MASTER_KIND
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import TRIGGERED_NEW_TURN
-from modules.multi_agent.router_hooks import Claimed
 from modules.peer_signals import STOP
 from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
@@ -139,7 +139,7 @@ class TurnManager:
                 claimed = self._rt.event_log.writer.call(lambda s: self._start_in(s, agent_id, task_id, collect))
             except _NoTurn:
                 return None
-            return self.start(claimed) if claimed is not None else None
+            return self._start(claimed) if claimed is not None else None
 
     # The router's claim inside the transaction that releases a user's message (`RouterHooks.claims`).
     @contextmanager
@@ -152,41 +152,32 @@ class TurnManager:
             with self._lock:
                 self._starting.discard(task_id)
 
-    def claim_in(self, session: Session, agent: Agent, task_id: str) -> _Claimed | None:
-        """`TurnClaims.claim_in`: what the loop's poller collects (the one place a turn takes from the queue),
-        claimed in the caller's transaction, which locked `agent` whole and queued a message for it."""
-        found: list[_Claimed] = []
+    def claim_in(self, session: Session, agent_id: str, task_id: str) -> Callable[[], str] | None:
+        """`TurnClaims.claim_in`: the claim, with what the loop collects from the queue, in the caller's
+        transaction, which has just queued a message for the agent (so the claim does not look at the queue)."""
+        claimed = self._start_in(session, agent_id, task_id, self._loop.collect(self._rt, agent_id), queued=True)
+        return partial(self._start, claimed) if claimed is not None else None
 
-        def claim(agent_id: str, collect: Collect) -> str | None:
-            claimed = self._start_in(session, agent_id, task_id, collect, locked=agent)
-            if claimed is not None:
-                found.append(claimed)
-            return task_id if claimed is not None else None
-
-        self._loop.poll(self._rt, agent.id, claim, True)
-        return found[0] if found else None
-
-    def start(self, claimed: Claimed) -> str:
-        """`TurnClaims.start`: run a committed claim's turn on a thread of its own; its task id."""
-        assert isinstance(claimed, _Claimed)
+    def _start(self, claimed: _Claimed) -> str:
+        """Run a committed claim's turn on a thread of its own; its task id."""
         self._register(claimed)
         self._rt.spawn(self._supervise, claimed.task.id, claimed.start)
         return claimed.task.id
 
     def _start_in(self, s: Session, agent_id: str, task_id: str, collect: Collect, *,
-                  locked: Agent | None = None) -> _Claimed | None:
+                  queued: bool = False) -> _Claimed | None:
         """The claim, the collected messages and the task, together: an agent is never `running` without its
         task, so nothing (recovery included) can mistake a fresh claim for an orphan. The task is written
         `running`, with the first events of its log, so its thread starts without a write of its own (under
         load each write is a wait for a group-commit batch, a turn of the whole event loop). None, with nothing
         written, when there is no turn to start; `_NoTurn` (the batch rolled back, its other writers retried
-        alone) only when the queue emptied between the look and the collection under the claim. `locked`: the
-        agent as the caller's transaction locked it, having queued a message for it (no lock, no look)."""
+        alone) only when the queue emptied between the look and the collection under the claim, which cannot
+        happen when the caller's transaction has `queued` a message for the agent (no look at the queue then)."""
         # Locked first, so a termination cannot slip in between this check and the claim.
-        agent = locked if locked is not None else agent_store.lock_for_turn_in(s, agent_id)
+        agent = agent_store.lock_for_turn_in(s, agent_id)
         if agent is None or agent.terminated or agent.state not in (agent_state.IDLE, agent_state.COMPLETED):
             return None
-        if locked is None and not queue.has_queued_in(s, agent_id):
+        if not queued and not queue.has_queued_in(s, agent_id):
             return None
         claim = self._rt.agent_states.transition_in(s, agent_id, agent_state.RUNNING, read=agent)
         if claim is None:
