@@ -1,4 +1,5 @@
-"""What the router asks of the server around it, as one typed collaborator (docs/ARCHITECTURE.md, "Routing").
+"""What the router asks of the server around it, as one typed collaborator (docs/ARCHITECTURE.md, "The path
+of a user message").
 
 The router decides delivery by the receiver's state; starting a turn, naming the task in progress, knowing
 whether more completions are on their way and telling other server processes are the server's. The defaults
@@ -28,7 +29,7 @@ def _no_peers(agent_id: str) -> None:
 
 class TurnClaims(Protocol):
     """Starting a turn inside the router's own transaction: a user's message released to an idle agent is queued,
-    and the agent claimed with its turn's task, in one commit instead of two (docs/ARCHITECTURE.md, "Routing")."""
+    and the agent claimed with its turn's task, in one commit instead of two."""
 
     def claiming(self, task_id: str) -> AbstractContextManager[None]:
         """Around the transaction that may claim `task_id`, and its start: the task is this process's meanwhile."""
