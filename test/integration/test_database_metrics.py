@@ -13,7 +13,7 @@ from test.scripted_llm import match_system, text
 
 SUGGEST = match_system("You suggest what the user may want to say next")
 MASTER = match_system("You are MasterAgent")
-# A conversation's first message, routed through the pipeline, its reply and the suggestions after it: 39 on
+# A conversation's first message, routed through the pipeline, its reply and the suggestions after it: 40 on
 # SQLite in 10 commits (56 before a send read its conversation with its master, and the routing with its agents;
 # 54 before a turn's first model call took its start's look at the task and the queue, the routing's record left
 # the active agent to the claim that wrote it, and the end of a reply without tool calls stopped looking for open
