@@ -4,8 +4,6 @@ with DatabaseUnavailable and making the health check suspect the database (modul
 
 from __future__ import annotations
 
-import threading
-
 import psycopg
 from sqlalchemy import insert, select, text
 from sqlalchemy.exc import OperationalError
@@ -15,6 +13,7 @@ from modules.storage.group_commit import GroupCommit
 from modules.storage.models import User
 from test.conftest import wait_until
 from test.db_urls import fresh_database
+from test.unit.held_batch import HeldBatch
 
 
 def _lock(row: int):
@@ -30,19 +29,7 @@ def test_a_batch_that_a_deadlock_rolled_back_retries_each_writer_alone_on_postgr
             s.execute(text("INSERT INTO lock_rows VALUES (1), (2)"))
         suspected: list[bool] = []
         db.health.suspect = lambda: suspected.append(True)  # type: ignore[method-assign]
-        writer = GroupCommit(db)
-        hold = threading.Event()
-        holder = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
-        holder.start()
-        wait_until(lambda: writer._leading and not writer._queue, what="a batch holding the lead")
-        outcomes: dict[str, object] = {}
-
-        def write(name: str, step) -> None:
-            try:
-                writer.call(step)
-                outcomes[name] = "ok"
-            except BaseException as exc:  # noqa: BLE001 - the outcome is what is checked
-                outcomes[name] = exc
+        held = HeldBatch(GroupCommit(db))
 
         # Another transaction (another process, say) holds row 1 and will want row 2; it waits long before it
         # looks for a deadlock, so the batch's transaction is the one PostgreSQL rolls back.
@@ -51,19 +38,15 @@ def test_a_batch_that_a_deadlock_rolled_back_retries_each_writer_alone_on_postgr
         other.execute("SELECT id FROM lock_rows WHERE id = 1 FOR UPDATE")
         steps = {"row 2": _lock(2), "row 1": _lock(1),
                  "a user": lambda s: s.execute(insert(User).values(name="innocent", created_at=0.0))}
-        threads = [threading.Thread(target=write, args=item, daemon=True) for item in steps.items()]
-        for queued, thread in enumerate(threads, 1):  # one batch: row 2 locked, then row 1 waited for
-            thread.start()
-            wait_until(lambda n=queued: len(writer._queue) == n, what="the write queued behind the held batch")
-        hold.set()
+        held.queue(steps)  # one batch: row 2 locked, then row 1 waited for
+        held.release()
         with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as watcher:
             wait_until(lambda: watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
                        what="the batch waiting for row 1")
         other.execute("SELECT id FROM lock_rows WHERE id = 2 FOR UPDATE")  # the cycle; the batch is rolled back
         other.commit()
         other.close()
-        for thread in [holder, *threads]:
-            thread.join(30)
+        outcomes = held.join()
 
         assert outcomes == {"row 2": "ok", "row 1": "ok", "a user": "ok"}, outcomes
         assert suspected == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from sqlalchemy import func, insert, select
@@ -15,7 +14,7 @@ from sqlalchemy import func, insert, select
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.models import User
-from test.conftest import wait_until
+from test.unit.held_batch import HeldBatch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,33 +35,15 @@ def _names(db: Database) -> list[str]:
 def test_a_leader_killed_mid_batch_leaves_the_others_writes_to_the_next_leader(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}", timeout_s=30)
     db.migrate()
-    writer = GroupCommit(db)
-    hold = threading.Event()
-    holder = threading.Thread(target=writer.call, args=(lambda s: hold.wait(30),), daemon=True)
-    holder.start()
-    wait_until(lambda: writer._leading and not writer._queue, what="a batch holding the lead")
+    held = HeldBatch(GroupCommit(db))
 
     def victim_step(s):
         _user("victim")(s)
         raise Killed
 
-    outcomes: dict[str, object] = {}
-
-    def write(name: str, step) -> None:
-        try:
-            writer.call(step)
-            outcomes[name] = "ok"
-        except BaseException as exc:  # noqa: BLE001 - the outcome is what is checked
-            outcomes[name] = exc
-
-    threads = [threading.Thread(target=write, args=("victim", victim_step), daemon=True),
-               *[threading.Thread(target=write, args=(n, _user(n)), daemon=True) for n in ("a", "b")]]
-    for queued, thread in enumerate(threads, 1):  # the victim first: it leads the next batch, theirs in it
-        thread.start()
-        wait_until(lambda n=queued: len(writer._queue) == n, what="the write queued behind the held batch")
-    hold.set()
-    for thread in [holder, *threads]:
-        thread.join(30)
+    held.queue({"victim": victim_step, "a": _user("a"), "b": _user("b")})  # the victim leads the next batch
+    held.release()
+    outcomes = held.join()
     assert isinstance(outcomes["victim"], Killed)
     assert outcomes["a"] == "ok" and outcomes["b"] == "ok", outcomes
     assert _names(db) == ["a", "b"]  # the victim's own write went with its rolled-back batch
