@@ -36,14 +36,16 @@ class SuggestionService:
             self._generation[conversation_id] = self._generation.get(conversation_id, 0) + 1
 
     def schedule(self, *, task_id: str, conversation_id: str, agent_id: str, reply_message_id: str,
-                 user_message: str, reply: str) -> None:
+                 user_message: str, reply: str, next_idx: int | None = None) -> None:
+        """`next_idx`: the index of the ended task's next event, when its end knows it (the event log then need
+        not read it: one statement a reply, issue 26)."""
         with self._lock:
             generation = self._generation.get(conversation_id, 0)
         self._spawn(self._run, task_id, conversation_id, agent_id, reply_message_id, user_message, reply,
-                       generation)
+                    generation, next_idx)
 
     def _run(self, task_id: str, conversation_id: str, agent_id: str, reply_message_id: str, user_message: str,
-             reply: str, generation: int) -> None:
+             reply: str, generation: int, next_idx: int | None) -> None:
         try:
             model = self._model.bound(CallContext(SUGGESTIONS, conversation_id, agent="SuggestionAgent",
                                                   agent_id=agent_id, task_id=None))
@@ -55,6 +57,11 @@ class SuggestionService:
         with self._lock:
             if not questions or self._generation.get(conversation_id, 0) != generation:
                 return
-        TaskEventSender(self._event_log, self._transport, task_id=task_id, conversation_id=conversation_id,
-                        agent_id=agent_id).emit(SuggestionsEvent(questions=questions, message_id=reply_message_id))
-        self._event_log.forget(task_id)  # the task has ended: its log needs no cached state
+        if next_idx is not None:
+            self._event_log.continue_at(task_id, next_idx)
+        try:
+            TaskEventSender(self._event_log, self._transport, task_id=task_id, conversation_id=conversation_id,
+                            agent_id=agent_id).emit(SuggestionsEvent(questions=questions,
+                                                                     message_id=reply_message_id))
+        finally:
+            self._event_log.forget(task_id)  # the task has ended: its log needs no cached state

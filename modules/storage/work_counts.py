@@ -4,7 +4,9 @@ Counted in the database, so every server process sees the same numbers (README, 
 
 from __future__ import annotations
 
-from sqlalchemy import ScalarSelect, func, select
+from dataclasses import dataclass
+
+from sqlalchemy import BindParameter, ScalarSelect, and_, bindparam, exists, func, literal, select
 
 from modules.statuses import AgentState
 from modules.storage.commands import RUNNING
@@ -13,6 +15,35 @@ from modules.storage.models import Agent, BackgroundCommand, Conversation
 
 # A sub-agent not yet completed or terminated.
 ACTIVE_AGENT_STATES = (AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING)
+# A sub-agent at work: in a turn, or blocked in one on an answer.
+BUSY_AGENT_STATES = (AgentState.RUNNING, AgentState.WAITING)
+
+
+@dataclass(frozen=True)
+class WorkingSubAgent:
+    id: str
+    display_name: str
+    task: str | None
+
+
+@dataclass(frozen=True)
+class RunningWork:
+    """A conversation's background work at one moment: its sub-agents at work (oldest first) and whether one of
+    its commands runs."""
+
+    sub_agents: list[WorkingSubAgent]
+    commands: bool
+
+
+# One statement, asked at every turn's end (issue 26): the sub-agents at work joined to a one-row select, so that
+# the commands' flag comes back when no sub-agent is at work too.
+_CONVERSATION: BindParameter[str] = bindparam("conversation")
+_RUNNING_WORK = select(
+    exists().where(BackgroundCommand.conversation_id == _CONVERSATION, BackgroundCommand.status == RUNNING)
+    .label("commands"), Agent.id, Agent.display_name, Agent.task,
+).select_from(select(literal(1).label("one")).subquery().outerjoin(Agent, and_(
+    Agent.conversation_id == _CONVERSATION, Agent.kind == "sub_agent", Agent.state.in_(BUSY_AGENT_STATES)),
+)).order_by(Agent.created_at)
 
 
 def _owner(conversation_id: str) -> ScalarSelect[int]:
@@ -40,3 +71,10 @@ def active_sub_agents(db: Database, conversation_id: str) -> tuple[int, int]:
             Conversation, Conversation.id == Agent.conversation_id).where(
             Conversation.user_id == _owner(conversation_id), *active)) or 0
     return here, mine
+
+
+def running_work(db: Database, conversation_id: str) -> RunningWork:
+    with db.read() as s:
+        rows = s.execute(_RUNNING_WORK, {"conversation": conversation_id}).all()
+    return RunningWork([WorkingSubAgent(row.id, row.display_name, row.task) for row in rows if row.id is not None],
+                       bool(rows[0].commands))

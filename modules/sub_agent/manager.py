@@ -109,10 +109,6 @@ class SubAgentManager:
     def in_conversation(self, conversation_id: str) -> list[Agent]:
         return agent_store.list_of_kind(self._db, conversation_id, SUB_AGENT_KIND)
 
-    def running(self, conversation_id: str) -> list[Agent]:
-        return [a for a in self.in_conversation(conversation_id)
-                if a.state in (agent_state.RUNNING, agent_state.WAITING)]
-
     def has_running_children(self, parent_id: str) -> bool:
         return agent_store.has_child_in_states(self._db, parent_id, (agent_state.RUNNING, agent_state.WAITING))
 

@@ -38,6 +38,7 @@ from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.retry import until_answered
+from modules.storage.work_counts import RunningWork, running_work
 from modules.sub_agent.manager import TurnResult
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
@@ -75,10 +76,18 @@ class _Ended:
     first_idx: int | None  # None: an earlier try had committed, and only its answer was lost
     payloads: list[tuple[str, dict[str, Any]]]
 
+    @property
+    def next_idx(self) -> int | None:
+        """The index of the task's next event (its suggestions'), None when unknown."""
+        return None if self.first_idx is None else self.first_idx + len(self.payloads)
+
 
 def background_flags(rt: TurnRuntime, conversation_id: str) -> BackgroundFlags:
-    return {"has_running_sub_agents": bool(rt.sub_agents.running(conversation_id)),
-            "has_running_background_commands": rt.commands.has_running(conversation_id)}
+    return _flags(running_work(rt.db, conversation_id))
+
+
+def _flags(work: RunningWork) -> BackgroundFlags:
+    return {"has_running_sub_agents": bool(work.sub_agents), "has_running_background_commands": work.commands}
 
 
 def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: TurnOutcome,
@@ -105,7 +114,7 @@ def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: T
     if facts.notice is not None:
         after_commit(rt.router.deliver, facts.notice)
     if outcome.status == SUCCEEDED:
-        after_commit(_suggest, rt, turn)
+        after_commit(_suggest, rt, turn, ended.next_idx)
     return True
 
 
@@ -118,13 +127,12 @@ def after_commit(step: Callable[[*Ts], object], *args: *Ts) -> None:
 
 
 def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:
-    running = rt.sub_agents.running(turn.conversation_id)  # read once: the flags and the master's busy list
-    flags: BackgroundFlags = {"has_running_sub_agents": bool(running),
-                              "has_running_background_commands": rt.commands.has_running(turn.conversation_id)}
+    work = running_work(rt.db, turn.conversation_id)  # one read: the flags and the master's busy list
+    flags = _flags(work)
     busy: list[BusySubAgent] = []
     if turn.kind == MASTER_KIND:
         busy = [BusySubAgent(agent_id=a.id, display_name=a.display_name, summary=(a.task or "")[:200])
-                for a in running]
+                for a in work.sub_agents]
     if turn.kind == MASTER_KIND or turn.parent_id is None:
         return _Facts(flags, busy, None, None, False)
     # A sub-agent's finished turn goes to whoever awaits it, else to its parent as a notice (not for a turn
@@ -202,12 +210,13 @@ def _first_seq(turn: Turn) -> int:
     return turn.drained[0].seq if turn.drained else 0
 
 
-def _suggest(rt: TurnRuntime, turn: Turn) -> None:
-    """Suggestions follow a reply to the user: a turn that a user message started or joined."""
+def _suggest(rt: TurnRuntime, turn: Turn, next_idx: int | None) -> None:
+    """Suggestions follow a reply to the user: a turn that a user message started or joined. `next_idx`: the
+    index their event takes, the one after the end's events (None when unknown: their log is read)."""
     if turn.user_text is None or turn.reply is None:
         return
     message_id, reply = turn.reply
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
                             agent_id=turn.agent_id, reply_message_id=message_id,
-                            user_message=turn.user_text, reply=reply)
+                            user_message=turn.user_text, reply=reply, next_idx=next_idx)
 

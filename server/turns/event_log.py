@@ -152,6 +152,13 @@ class EventLog:
             self._next.pop(task_id, None)
         return idx
 
+    def continue_at(self, task_id: str, idx: int) -> None:
+        """The task's next event takes `idx`, as its caller knows (a turn's end wrote the events before it),
+        unless the log keeps an index of its own. Were it wrong, the log's unique (task, index) refuses the write,
+        and the index is read again for the next one."""
+        with self._guard:
+            self._next.setdefault(task_id, idx)
+
     def chunk_wait(self) -> float:
         """Seconds a message's later chunks wait now: `STREAM_FLUSH_MS`, longer under load."""
         return self._window.later(time.monotonic())

@@ -3,11 +3,10 @@ each statement costs about a millisecond of CPU under load, and every reply paid
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 
 from modules.agents.profiles import MASTER_KIND
 from modules.event_catalogue import (
@@ -44,6 +43,7 @@ from server.turns.history import close_open_tool_calls_in
 from server.turns.types import SUCCEEDED, Turn, TurnOutcome
 from server.turns.waiters import TurnWaiters
 from server.user_routing import FAST_PATH, RouteDecision, UserMessageRouting
+from test.unit.statement_log import statements
 from test.unit.teams import conversation_with_sub_agent
 from test.unit.turn_doubles import Transport
 
@@ -56,20 +56,6 @@ def team(tmp_path):
     conv, master, sub, _manager = conversation_with_sub_agent(db)
     yield SimpleNamespace(db=db, conv=conv, master=master, sub=sub)
     db.dispose()
-
-
-@contextmanager
-def statements(db):
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args):
-        seen.append(" ".join(statement.split()))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
 
 
 class Calls:
@@ -126,17 +112,22 @@ def test_a_transition_from_a_row_just_read_reads_it_no_second_time_and_a_stale_o
         assert states.transition_in(s, t.master.id, agent_state.IDLE, force=True, read=row) is None
 
 
-def test_a_turns_end_reads_the_running_sub_agents_once(team):
+def test_a_turns_end_reads_its_conversations_running_work_in_one_statement(team):
+    """The sub-agents at work (the flags and the master's busy list) and whether a command runs: one statement,
+    two before (`modules/storage/work_counts.py`, `running_work`)."""
     t = team
-    running = Calls([])
-    rt = SimpleNamespace(sub_agents=SimpleNamespace(running=running),
-                         commands=SimpleNamespace(has_running=lambda _cid: False))
     turn = SimpleNamespace(conversation_id=t.conv.id, kind=MASTER_KIND, parent_id=None)
 
-    facts = _read_facts(rt, turn, TurnOutcome(SUCCEEDED), TurnWaiters())
+    with statements(t.db) as seen:
+        facts = _read_facts(SimpleNamespace(db=t.db), turn, TurnOutcome(SUCCEEDED), TurnWaiters())
 
-    assert len(running.calls) == 1
+    assert len(seen) == 1
     assert facts.flags == {"has_running_sub_agents": False, "has_running_background_commands": False}
+    with t.db.write() as s:
+        agent_store.set_state_in(s, t.sub.id, agent_store.state_in(s, t.sub.id).version, agent_state.RUNNING)
+    facts = _read_facts(SimpleNamespace(db=t.db), turn, TurnOutcome(SUCCEEDED), TurnWaiters())
+    assert facts.flags["has_running_sub_agents"] is True
+    assert [(b["agent_id"], b["summary"]) for b in facts.busy_sub_agents] == [(t.sub.id, "task")]
 
 
 def test_a_turns_end_events_take_the_index_kept_in_memory(team):
@@ -153,6 +144,31 @@ def test_a_turns_end_events_take_the_index_kept_in_memory(team):
     assert first == 2 and not [x for x in seen if "max(task_events.idx)" in x]
     with log.exclusive(task.id), t.db.write() as s:  # after an end the index is read from the log again
         assert log.append_in(s, task.id, [(SuggestionsEvent.TYPE, {})]) == 3
+
+
+def test_suggestions_after_a_turns_end_take_the_index_the_end_knows_and_read_none(team):
+    """The end's events are the task's last but the suggestions': their index followed from the end's, and was
+    read back with `max(idx)` (issue 26). A wrong one is refused by the log's unique index, never written twice."""
+    t = team
+    with t.db.write() as s:
+        task = task_store.create_task_in(s, conversation_id=t.conv.id, agent_id=t.master.id, task_type="chat")
+    log = EventLog(t.db)
+    log.append_many(task.id, [(UserMessageEvent.TYPE, {"n": 1})])
+    with log.exclusive(task.id), t.db.write() as s:
+        ended = log.append_in(s, task.id, [(AgentStateEvent.TYPE, {}), (TaskCompleteEvent.TYPE, {})])
+    log.forget(task.id)
+
+    log.continue_at(task.id, ended + 2)
+    with statements(t.db) as seen:
+        idx = log.append_many(task.id, [(SuggestionsEvent.TYPE, {})])
+    assert (idx, [x for x in seen if "max(task_events.idx)" in x]) == (3, [])
+
+    log.forget(task.id)
+    log.continue_at(task.id, 1)  # wrong: 1 is taken
+    with pytest.raises(IntegrityError):
+        log.append_many(task.id, [(SuggestionsEvent.TYPE, {"again": True})])
+    assert log.append_many(task.id, [(SuggestionsEvent.TYPE, {"again": True})]) == 4  # read from the log
+    assert [e.idx for e in task_store.list_events(t.db, task.id)] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(("delivery", "counted"), [(TRIGGERED_NEW_TURN, False), (INJECTED_INLINE, True)])
@@ -269,13 +285,13 @@ def test_a_turns_suggestions_take_what_the_turn_noted_and_read_nothing(team):
     turn.reply = ("m-1", "en français")
     asked = []
 
-    def schedule(*, task_id, conversation_id, agent_id, reply_message_id, user_message, reply):
-        asked.append((user_message, reply, reply_message_id))
+    def schedule(*, task_id, conversation_id, agent_id, reply_message_id, user_message, reply, next_idx):
+        asked.append((user_message, reply, reply_message_id, next_idx))
 
     with statements(t.db) as seen:
-        _suggest(SimpleNamespace(db=t.db, suggestions=SimpleNamespace(schedule=schedule)), turn)
+        _suggest(SimpleNamespace(db=t.db, suggestions=SimpleNamespace(schedule=schedule)), turn, 7)
 
-    assert asked == [("and in French", "en français", "m-1")] and seen == []
+    assert asked == [("and in French", "en français", "m-1", 7)] and seen == []
 
 
 def test_a_turns_end_looks_for_open_tool_calls_among_its_own_entries_without_their_texts(team):
