@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 
 from modules.agents.profiles import MASTER_KIND
 from modules.event_catalogue import RouteEvent
-from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage, RouteError
+from modules.multi_agent.message_router import TRIGGERED_NEW_TURN, PendingMessage, RouteError, RouteResult
 from modules.multi_agent.user_questions import StaleQuestion
-from modules.statuses import MessageSource, Visibility
+from modules.statuses import Delivery, MessageSource, Visibility
 from modules.storage import conversations as conversation_store
 from modules.storage import pending_messages, unrouted
 from modules.storage.message_meta import MessageMeta, RoutedTo
@@ -148,26 +148,32 @@ class RoutingInbox:
         meta = held.meta.merged(route=decision.route, rewritten_query=decision.rewritten or None,
                                 route_reason=decision.reason or None)
         target = decision.target
-        message = PendingMessage.new(
-            conversation_id=conv.id, target_agent_id=target.id, type="answer" if decision.question_id else "message",
-            content=held.content, source_display_name="user", question_id=decision.question_id, meta=meta,
-            id=held.id)
+
+        def routed_to(agent: Agent, delivery: Delivery | None, task_id: str | None) -> RoutedTo:
+            return RoutedTo(route=decision.route, delivery=delivery, task_id=task_id, agent_id=agent.id,
+                            target_agent=agent.display_name)
+
+        def release(agent: Agent, message_type: str, question_id: str | None) -> RouteResult | None:
+            """Where the release starts the agent's turn, it writes the record of the delivery itself."""
+            message = PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type=message_type,
+                                         content=held.content, source_display_name="user", question_id=question_id,
+                                         meta=meta, id=held.id)
+            return rt.router.release(message, claimed_meta=lambda task_id: meta.merged(
+                routed=routed_to(agent, TRIGGERED_NEW_TURN, task_id)))
+
         try:
-            routed = rt.router.release(message)
+            routed = release(target, "answer" if decision.question_id else "message", decision.question_id)
         except RouteError as exc:  # its agent was terminated in between: the master takes it
             log.warning("message %s: %s; the master gets it", held.id, exc)
             target = master  # (a conversation's master is never replaced)
-            message = PendingMessage.new(conversation_id=conv.id, target_agent_id=target.id, type="message",
-                                         content=held.content, source_display_name="user", meta=meta, id=held.id)
-            routed = rt.router.release(message)
+            routed = release(target, "message", None)
         if routed is None:
             return  # another process routed it first
-        outcome = RoutedTo(route=decision.route, delivery=routed.delivery, task_id=routed.task_id,
-                           agent_id=target.id, target_agent=target.display_name)
+        outcome = routed_to(target, routed.delivery, routed.task_id)
 
         # The receiver reasons next: a message queued behind this one is judged against it, not against a routing
         # stage that recorded itself while deciding this one. A turn this delivery started on the user's messages
-        # recorded it in its claim's transaction already.
+        # recorded it in its claim's transaction already, and a release that claimed the turn, where it went.
         recorded = routed.delivery == TRIGGERED_NEW_TURN and routed.task_id is not None \
             and rt.tasks.recorded_active(routed.task_id)
 
@@ -175,9 +181,11 @@ class RoutingInbox:
             # One transaction with the delivery's record, the group commit's.
             if not recorded:
                 rt.active_agents.set_active_agent_in(s, conv.id, target.id)
-            unrouted.record_delivery_in(s, held.id, meta, outcome)
+            if not routed.claimed:
+                unrouted.record_delivery_in(s, held.id, meta, outcome)
 
-        rt.writer.call(record)
+        if not (recorded and routed.claimed):
+            rt.writer.call(record)
         if routed.delivery != TRIGGERED_NEW_TURN or routed.task_id is None:
             emit_pending_count(rt, conv.id, target.id)  # (a turn this delivery started sends it as it starts)
         # Not a task's logged event: no `task_id`/`idx` (clients read those as a place in a task's log); the

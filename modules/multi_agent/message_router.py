@@ -52,6 +52,7 @@ from modules.storage import send_batch, unrouted
 from modules.storage.agents import ReceiverRow
 from modules.storage.db import Database, DatabaseUnavailable
 from modules.storage.group_commit import GroupCommit
+from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Message
 from modules.storage.records import ask_consumer, new_id
 
@@ -63,10 +64,11 @@ __all__ = ["INJECTED_INLINE", "MESSAGE_TYPES", "QUEUED", "RESOLVED", "TRIGGERED_
 
 class _Release(NamedTuple):
     """A held message released to its receiver; `task_id`: the task its idle receiver's turn takes (None: no claim
-    in the release's transaction)."""
+    in the release's transaction); `claimed_meta`: the message's meta when it claims (see `release`)."""
 
     message: PendingMessage
     task_id: str | None
+    claimed_meta: Callable[[str], MessageMeta] | None = None
 
 
 class _Claim(NamedTuple):
@@ -144,25 +146,29 @@ class MessageRouter:
             log.warning("message %s is stored, but the database went away before its delivery", message.id)
             return RouteResult(QUEUED)
 
-    def release(self, message: PendingMessage) -> RouteResult | None:
+    def release(self, message: PendingMessage, *,
+                claimed_meta: Callable[[str], MessageMeta] | None = None) -> RouteResult | None:
         """Queue a user message held for routing (`storage.unrouted`) for the receiver it now names, then
         deliver it as `route_message` does; None when another process released it first. Releases of many
         conversations at once share the group commit's transactions, as sends do. With `RouterHooks.claims`, an
-        idle receiver's turn is claimed in the same transaction: one commit (and one wait for it) fewer."""
+        idle receiver's turn is claimed in the same transaction: one commit (and one wait for it) fewer; then
+        the message keeps `claimed_meta(task_id)` instead of its own meta (the routing inbox's record of where it
+        went, written with it rather than by a write of its own after it), and the result says `claimed`."""
         claims = self._hooks.claims
         if claims is None:
             return self._delivered(message, self._writer.call_batched(self._release_batch, _Release(message, None)))
         task_id = new_id()
         with claims.claiming(task_id):
             try:
-                released: Released = self._writer.call_batched(self._release_batch, _Release(message, task_id))
+                released: Released = self._writer.call_batched(self._release_batch,
+                                                               _Release(message, task_id, claimed_meta))
             except (RouteError, DatabaseUnavailable):
                 raise
             except Exception:  # the claim's own failure must not keep the message from its queue (nor its turn)
                 log.exception("message %s: its receiver's claim failed; the message is released alone", message.id)
                 released = self._writer.call_batched(self._release_batch, _Release(message, None))
             if isinstance(released, _Claim):
-                return RouteResult(TRIGGERED_NEW_TURN, released.start())
+                return RouteResult(TRIGGERED_NEW_TURN, released.start(), claimed=True)
         return self._delivered(message, released)
 
     def _delivered(self, message: PendingMessage, released: Released) -> RouteResult | None:
@@ -185,18 +191,24 @@ class MessageRouter:
             if agent is None or agent.terminated:
                 name = agent.display_name if agent else message.target_agent_id
                 outcomes.append(RouteError(f"{name} takes no more messages"))
-            elif not unrouted.release_in(s, message.id, dict(
+                continue
+            task_id = release.task_id if agent.id not in claimed \
+                and agent.state in (agent_state.IDLE, agent_state.COMPLETED) else None  # a turn to claim
+            # Its meta for the claim, written by the release itself (the claim that follows almost never fails).
+            meta = release.claimed_meta(task_id) if task_id is not None and release.claimed_meta else message.meta
+            if not unrouted.release_in(s, message.id, dict(
                     target_agent_id=message.target_agent_id, type=message.type, question_id=message.question_id,
-                    meta=message.meta.dump())):
+                    meta=meta.dump())):
                 outcomes.append(None)
             elif agent.id in claimed:
                 outcomes.append(_Seen.CLAIMED_BEFORE)
-            elif claims is not None and release.task_id is not None \
-                    and agent.state in (agent_state.IDLE, agent_state.COMPLETED) \
-                    and (start := claims.claim_in(s, agent.id, release.task_id)) is not None:
+            elif claims is not None and task_id is not None \
+                    and (start := claims.claim_in(s, agent.id, task_id)) is not None:
                 claimed.add(agent.id)
                 outcomes.append(_Claim(start))
             else:
+                if meta is not message.meta:  # no turn after all: the message's own meta, as its caller expects
+                    unrouted.set_meta_in(s, message.id, message.meta)
                 outcomes.append(agent)
         return outcomes
 

@@ -70,8 +70,12 @@ class PendingMessage:
 
 @dataclass(frozen=True)
 class RouteResult:
+    """`claimed`: a release that started its receiver's turn in its own transaction, and wrote the meta its
+    caller gave for that case (`MessageRouter.release`)."""
+
     delivery: Delivery
     task_id: str | None = None
+    claimed: bool = False
 
 
 def history_text(msg: PendingMessage) -> str:

@@ -66,4 +66,9 @@ def record_delivery_in(session: Session, message_id: str, released: MessageMeta,
     """Remember where a released message went (`route`, `delivery`, `task_id`), for `GET /api/messages/<id>`,
     inside the caller's transaction (the group commit's, in the routing inbox). `released`: the meta its release
     wrote, which nothing changes after it (so no read of it)."""
-    session.execute(_SET_META, {"held": message_id, "new_meta": released.merged(routed=routed).dump()})
+    set_meta_in(session, message_id, released.merged(routed=routed))
+
+
+def set_meta_in(session: Session, message_id: str, meta: MessageMeta) -> None:
+    """Write a released message's meta whole."""
+    session.execute(_SET_META, {"held": message_id, "new_meta": meta.dump()})

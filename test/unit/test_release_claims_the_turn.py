@@ -29,7 +29,7 @@ from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
-from modules.storage.message_meta import MessageMeta
+from modules.storage.message_meta import MessageMeta, RoutedTo
 from modules.storage.session_store import SessionStore
 from modules.storage.users import get_or_create_user
 from modules.tracing import Tracing
@@ -162,3 +162,45 @@ def test_without_claims_a_release_wakes_its_agent_after_its_commit(team):
     routed = t.rt.router.release(message)
 
     assert routed.delivery == TRIGGERED_NEW_TURN and t.runs == [(routed.task_id, 2)]
+
+
+def _routed(task_id):
+    return RoutedTo(route=Route.PIPELINE, delivery=TRIGGERED_NEW_TURN, task_id=task_id, agent_id="m")
+
+
+def _meta_of(t, message):
+    return MessageMeta.load(queue.get_message(t.db, message.id).meta)
+
+
+def test_a_release_that_claims_keeps_the_meta_its_caller_gave_for_the_claim(team):
+    """The routing inbox's record of where the message went is written by the release itself (issue 26): no write
+    of its own after it. The agent's history copy leaves it out, as it leaves out every record of a route."""
+    t = team
+    message = held(t, "hello")
+
+    routed = t.rt.router.release(message, claimed_meta=lambda task_id: message.meta.merged(routed=_routed(task_id)))
+
+    assert routed.claimed and routed.delivery == TRIGGERED_NEW_TURN
+    assert _meta_of(t, message).routed == _routed(routed.task_id) and t.runs == [(routed.task_id, 1)]
+    (entry,) = message_store.list_messages(t.db, t.master.id)
+    assert entry.typed_meta.routed is None and entry.typed_meta.source == MessageSource.USER
+
+
+@pytest.mark.parametrize("how", ["no turn to claim", "the claim fails", "the agent is busy"])
+def test_a_release_that_does_not_claim_keeps_the_messages_own_meta(team, how):
+    t = team
+    message = held(t, "hello")
+    if how == "no turn to claim":
+        t.manager.claim_in = lambda *_args: None
+    elif how == "the claim fails":
+        t.rt.active_agents.fail = True
+    else:
+        with t.db.write() as s:
+            agent_store.set_state_in(s, t.master.id, agent_store.state_in(s, t.master.id).version,
+                                     agent_state.RUNNING)
+
+    routed = t.rt.router.release(message, claimed_meta=lambda task_id: message.meta.merged(routed=_routed(task_id)))
+
+    assert not routed.claimed
+    meta = queue.get_message(t.db, message.id).meta
+    assert MessageMeta.load(meta) == message.meta and "routed" not in meta

@@ -179,7 +179,7 @@ def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that
     decision = RouteDecision(Route.PIPELINE, t.master)
     rt = SimpleNamespace(db=t.db, tracing=Tracing(), metrics=SimpleNamespace(routes=SimpleNamespace(
         labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=transport,
-        router=SimpleNamespace(release=lambda _message: RouteResult(delivery, "task-1")),
+        router=SimpleNamespace(release=lambda _message, **_kw: RouteResult(delivery, "task-1")),
         active_agents=SimpleNamespace(set_active_agent=lambda *_a: None),
         writer=SimpleNamespace(call=lambda _step: None), tasks=SimpleNamespace(recorded_active=lambda _task: True))
     inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: decision))
@@ -191,16 +191,24 @@ def test_a_routed_message_that_started_a_turn_here_leaves_the_queue_size_to_that
     assert [e[0] for e in transport.events] == ([PendingCountEvent.TYPE] if counted else []) + [RouteEvent.TYPE]
 
 
-def _route_to_the_sub_agent(t, delivery, recorded_here):
+def _route_to_the_sub_agent(t, delivery, recorded_here, *, claimed=False):
     """Route a held user message to the sub-agent through the inbox, its release answering `delivery` with task-1
-    (a turn whose claim recorded the active agent when `recorded_here`): the statements it ran, and its parts."""
+    (a turn whose claim recorded the active agent when `recorded_here`; that the release claimed it and wrote the
+    meta the inbox gave for that case when `claimed`): the statements it ran, and its parts."""
     writer = GroupCommit(t.db)
     active = ActiveAgentSessionStore(SessionStore(t.db), writer)
     started = Calls(recorded_here)
+
+    def release(message, *, claimed_meta):
+        if claimed:
+            with t.db.write() as s:
+                unrouted.set_meta_in(s, message.id, claimed_meta("task-1"))
+        return RouteResult(delivery, "task-1", claimed=claimed)
+
     rt = SimpleNamespace(db=t.db, tracing=Tracing(), metrics=SimpleNamespace(routes=SimpleNamespace(
         labels=lambda _route: SimpleNamespace(inc=lambda: None))), transport=Transport(),
-        router=SimpleNamespace(release=lambda _message: RouteResult(delivery, "task-1")),
-        active_agents=active, writer=writer, tasks=SimpleNamespace(recorded_active=started))
+        router=SimpleNamespace(release=release), active_agents=active, writer=writer,
+        tasks=SimpleNamespace(recorded_active=started))
     inbox = RoutingInbox(rt, SimpleNamespace(decide=lambda *_a: RouteDecision(Route.PIPELINE, t.sub)))
     held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
                               content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
@@ -236,6 +244,21 @@ def test_a_delivery_is_recorded_with_the_active_agent_in_one_batch_without_readi
     meta = MessageMeta.load(pending_messages.get_message(t.db, r.held.id).meta)
     assert meta.source == MessageSource.USER and meta.route == Route.PIPELINE
     assert meta.routed.task_id == "task-1" and meta.routed.agent_id == t.sub.id
+
+
+def test_a_release_that_claimed_the_turn_recorded_the_delivery_and_leaves_the_inbox_nothing_to_write(team):
+    """The release that started the turn wrote the meta the inbox gave for that case (`claimed_meta`), and its claim
+    the active agent: no batch of the inbox's own follows (issue 26: a group-commit writer a stream fewer)."""
+    t = team
+    _set_active(t, t.sub.id)  # as the claim of the turn on this message did
+
+    r = _route_to_the_sub_agent(t, TRIGGERED_NEW_TURN, True, claimed=True)
+
+    assert r.writer.batches == 0 and [x.split()[0] for x in r.seen] == ["SELECT", "UPDATE"]  # its read, the release
+    meta = MessageMeta.load(pending_messages.get_message(t.db, r.held.id).meta)
+    assert meta.source == MessageSource.USER and meta.route == Route.PIPELINE
+    assert (meta.routed.delivery, meta.routed.task_id, meta.routed.agent_id, meta.routed.target_agent) == \
+        (TRIGGERED_NEW_TURN, "task-1", t.sub.id, t.sub.display_name)
 
 
 def test_a_message_injected_into_a_running_turn_records_its_agent_as_the_active_one(team):
