@@ -24,6 +24,7 @@ from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.storage.records import new_id, now
+from modules.storage.work_counts import BUSY_AGENT_STATES
 from modules.work_caps import CapReached, WorkCaps, check, starting
 
 SUMMARY_CHARS = 3_000
@@ -110,7 +111,7 @@ class SubAgentManager:
         return agent_store.list_of_kind(self._db, conversation_id, SUB_AGENT_KIND)
 
     def has_running_children(self, parent_id: str) -> bool:
-        return agent_store.has_child_in_states(self._db, parent_id, (agent_state.RUNNING, agent_state.WAITING))
+        return agent_store.has_child_in_states(self._db, parent_id, BUSY_AGENT_STATES)
 
     def poll_updates(self, conversation_id: str) -> list[PendingMessage]:
         """Finished sub-agent runs whose notice is not delivered yet, in finish order."""

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from modules.event_catalogue import TextChunkEvent
@@ -26,6 +26,7 @@ from modules.storage.session_store import SessionStore
 from modules.storage.task_meta import TaskMeta
 from modules.storage.users import get_or_create_user
 from test.db_urls import PG_ADMIN, fresh_database, migrated_database
+from test.unit.statement_log import statements
 from test.unit.teams import conversation_with_sub_agent
 
 
@@ -102,18 +103,10 @@ def test_an_entry_appended_alone_is_numbered_by_its_insert_on_sqlite(db):
     """A reply, a tool result, a drained message: one entry each, numbered after the agent's last by the INSERT
     itself on SQLite (issue 26: a read of the last number first, twice a stream); batches as before."""
     conv, master = _conversation(db)
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args):
-        seen.append(" ".join(statement.split()))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
+    with statements(db) as seen:
         one = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content="a")])
         two = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="assistant", content="b")])
         more = messages.append_messages(db, conv.id, master.id, [MessageDraft(role="user", content=c) for c in "cd"])
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
 
     assert [m.seq for m in one + two + more] == [0, 1, 2, 3]
     stored = messages.list_messages(db, master.id)
@@ -214,15 +207,8 @@ def test_on_sqlite_a_session_store_write_takes_no_savepoint_and_a_transaction_sq
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     db.migrate()
     store = SessionStore(db)
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args):
-        seen.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    with db.write() as s:
+    with statements(db) as seen, db.write() as s:
         assert store.set_in(s, "c1:router", "activeAgent", {"agentId": "a"})
-    event.remove(db.engine, "before_cursor_execute", record)
     assert len(seen) == 1 and seen[0].startswith("INSERT INTO session_store")
     with db.write() as s:
         s.execute(text("DROP TABLE session_store"))

@@ -4,11 +4,9 @@ one core every stream shares."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import event
 
 from modules.agents.profiles import load_profiles
 from modules.event_catalogue import AgentStateEvent, RouteEvent, UserMessageEvent
@@ -29,6 +27,7 @@ from server.routing_inbox import RoutingInbox
 from server.turns.event_log import EventLog
 from server.turns.manager import TurnManager
 from server.turns.types import SUCCEEDED, StartCheck, Turn, TurnOutcome
+from test.unit.statement_log import statements
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Sender, Transport
 
@@ -42,20 +41,6 @@ def chat(tmp_path):
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
     yield SimpleNamespace(db=db, conv=conv, master=master)
     db.dispose()
-
-
-@contextmanager
-def statements(db):
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args):
-        seen.append(" ".join(statement.split()))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
 
 
 def user_message(c, content):
