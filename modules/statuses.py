@@ -1,6 +1,6 @@
 """Every set of states a record or event can be in, one `StrEnum` each, defined here only.
 
-Storage, the server, the tests and the UI all use these (`tools/gen_ui_types.py` writes them to
+Storage, the server, the tests and the UI all use these (`tools/gen_statuses.py` writes them to
 `frontend/src/generated/statuses.ts`); a member is a `str`, so it is stored, compared and sent as its value.
 docs/ARCHITECTURE.md ("Events, statuses and meta") says where each set is written.
 """
@@ -78,6 +78,12 @@ class AgentState(StrEnum):
     RUNNING = "running"
     WAITING = "waiting"
     COMPLETED = "completed"
+
+
+# A sub-agent not yet completed or terminated.
+ACTIVE_AGENT_STATES = (AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING)
+# An agent at work: in a turn, or blocked in one on an answer.
+BUSY_AGENT_STATES = (AgentState.RUNNING, AgentState.WAITING)
 
 
 class MessageSource(StrEnum):

@@ -1,5 +1,6 @@
 """How a Python annotation is spelt in TypeScript, for the generators of frontend/src/generated/
-(tools/gen_event_types.py, tools/gen_ui_types.py): one spelling, so the UI's types agree with each other."""
+(tools/gen_event_types.py, tools/gen_statuses.py, tools/gen_api_types.py): one spelling, so the UI's types agree
+with each other."""
 
 from __future__ import annotations
 

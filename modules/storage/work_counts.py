@@ -8,15 +8,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import BindParameter, ScalarSelect, and_, bindparam, exists, func, literal, select
 
-from modules.statuses import AgentState
+from modules.statuses import ACTIVE_AGENT_STATES, BUSY_AGENT_STATES
 from modules.storage.commands import RUNNING
 from modules.storage.db import Database
 from modules.storage.models import Agent, BackgroundCommand, Conversation
-
-# A sub-agent not yet completed or terminated.
-ACTIVE_AGENT_STATES = (AgentState.IDLE, AgentState.RUNNING, AgentState.WAITING)
-# A sub-agent at work: in a turn, or blocked in one on an answer.
-BUSY_AGENT_STATES = (AgentState.RUNNING, AgentState.WAITING)
 
 
 @dataclass(frozen=True)

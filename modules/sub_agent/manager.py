@@ -17,14 +17,13 @@ from modules.agents.profiles import SUB_AGENT_KIND, AgentProfile
 from modules.multi_agent import agent_state
 from modules.multi_agent.message_router import PendingMessage
 from modules.notice_fence import fenced
-from modules.statuses import MessageSource, TaskStatus, Visibility
+from modules.statuses import BUSY_AGENT_STATES, MessageSource, TaskStatus, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.storage.records import new_id, now
-from modules.storage.work_counts import BUSY_AGENT_STATES
 from modules.work_caps import CapReached, WorkCaps, check, starting
 
 SUMMARY_CHARS = 3_000

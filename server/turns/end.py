@@ -34,6 +34,7 @@ from modules.event_catalogue import (
 from modules.multi_agent import agent_state
 from modules.multi_agent.agent_state import StateChange
 from modules.multi_agent.message_router import PendingMessage
+from modules.statuses import BUSY_AGENT_STATES
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
@@ -197,7 +198,7 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
 def _release_in(rt: TurnRuntime, s: Session, agent_id: str, outcome: TurnOutcome) -> StateChange | None:
     """The agent leaves `running` (or `waiting`, when the turn died inside an ask), whatever it was."""
     agent = agent_store.state_in(s, agent_id)
-    if agent is None or agent.state not in (agent_state.RUNNING, agent_state.WAITING):
+    if agent is None or agent.state not in BUSY_AGENT_STATES:
         return None
     done = outcome.status == SUCCEEDED and agent.state == agent_state.RUNNING
     return rt.agent_states.transition_in(s, agent_id, agent_state.COMPLETED if done else agent_state.IDLE, force=True,

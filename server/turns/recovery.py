@@ -18,6 +18,7 @@ from modules.agents.profiles import MASTER_KIND
 from modules.event_catalogue import ErrorEvent, Event, TaskEndEvent
 from modules.multi_agent import agent_state
 from modules.multi_agent.pending import PendingMessage
+from modules.statuses import BUSY_AGENT_STATES
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
@@ -119,7 +120,7 @@ class Recovery:
         released only if it is still exactly as listed, in the transaction that checks for a task."""
         rt = self._rt
         busy = {active.agent_id for active in task_store.active_tasks(rt.db)}
-        for agent in agent_store.agents_in_states(rt.db, (agent_state.RUNNING, agent_state.WAITING)):
+        for agent in agent_store.agents_in_states(rt.db, BUSY_AGENT_STATES):
             if agent.id in busy or now() - agent.updated_at <= grace_s:
                 continue
             with rt.db.write() as s:
