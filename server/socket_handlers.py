@@ -117,7 +117,9 @@ class ChatNamespace(Namespace):  # type: ignore[misc]  # Flask-SocketIO ships no
 
     @acked
     def on_stop_task(self, data: Any) -> Ack:
-        task = work_control.stop_task(data.get("task_id") if isinstance(data, dict) else None, self._user_id())
+        if not isinstance(data, dict):
+            raise ApiError(400, "invalid_json", "expected an object with `task_id`")
+        task = work_control.stop_task(data.get("task_id"), self._user_id())
         return {"success": True, "task_id": task.id, "stopping": True}
 
     @acked

@@ -49,6 +49,9 @@ def test_a_socket_send_is_acknowledged_with_the_rest_answer_and_a_refusal_with_i
     assert (stale["status"], stale["code"], stale["success"]) == (409, "stale_question", False)
     assert _ack(client, "send_message", ["not", "an", "object"])["status"] == 400
     assert _ack(client, "stop_task", {"task_id": "nope"})["status"] == 404
+    for event in ("join_conversation", "stop_task"):  # not an object: what was sent is wrong, not what it names
+        refused = _ack(client, event, "t_1")
+        assert (refused["status"], refused["code"]) == (400, "invalid_json"), (event, refused)
 
     # Not started (no membership loop, no prober to outlive the test): a send still routes and runs its turn.
     sent = _ack(client, "send_message", {"message": "hello"})
