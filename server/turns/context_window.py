@@ -136,14 +136,20 @@ def _summarise(rt: TurnRuntime, turn: Turn, previous: Summary | None, span: list
                limit: int, model: str) -> Summary | None:
     """The summary of the previous one and `span`: one request per piece of the span that fits a request
     of `limit` tokens beside the prompt, the previous summary and the answer (usually one piece). None when
-    the model failed or the turn was stopped: the caller goes on without, if the request still fits."""
+    the model failed or the turn was stopped: the caller goes on without, if the request still fits. A
+    LLM_MODEL_COMPACT of a smaller window than the agent's model bounds the pieces by its own window."""
+    compact = _compact_model(rt, model)
+    if compact != model:
+        limit = min(limit, rt.refused_sizes.within(compact, budget_for(
+            compact, setting=rt.settings.model_context_tokens)).limit)
+        room = min(room, limit)
     summary_tokens = int(room * SUMMARY_SHARE)
     words = compaction.summary_words(summary_tokens)
     piece_tokens = max(limit - 2 * summary_tokens - count_tokens(compaction.COMPACT_PROMPT) - 16, room // 4)
     text = previous.content if previous else ""
     try:
         for piece in compaction.transcript_pieces(span, piece_tokens, line_tokens=max(64, room // 16)):
-            text = request_summary(rt, turn, _compact_model(rt, model), compaction.summary_request(text, piece, words))
+            text = request_summary(rt, turn, compact, compaction.summary_request(text, piece, words))
             if not text:
                 return None
     except ModelError as exc:

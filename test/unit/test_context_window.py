@@ -4,6 +4,7 @@ newest messages verbatim, the stored history whole."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -80,7 +81,7 @@ def window(tmp_path):
         messages = build_model_messages(rt, turn, sender, tools, **kw)
         return messages, sender.events, count_messages(messages) + count_tools(tools)
 
-    yield SimpleNamespace(db=db, agent=master, model=model, add=add, build=build, turn=turn)
+    yield SimpleNamespace(db=db, agent=master, model=model, add=add, build=build, turn=turn, rt=rt)
     db.dispose()
 
 
@@ -185,3 +186,14 @@ def test_a_turns_next_request_reads_only_the_history_written_since_its_last(wind
     assert asked == [1]  # after the two entries the first request read
     assert [m["content"] for m in messages[1:]] == ["turn 1: " + " ".join(f"w{j}" for j in range(60)), "reply 1",
                                                     "turn 2: " + " ".join(f"w{j}" for j in range(60)), "reply 2"]
+
+
+def test_each_summary_request_fits_the_window_of_the_model_that_writes_it(window):
+    # The agent's model has 40,000 tokens; LLM_MODEL_COMPACT (gpt-4) only 8,192, 2,048 of them for its answer.
+    window.turn.profile = dataclasses.replace(PROFILES["MasterAgent"], model="agent-model", context_tokens=40_000)
+    window.rt.settings = Settings(llm_model="m", llm_model_compact="gpt-4")
+    window.add(MessageDraft(role="user", content="INSTRUCTION keep it short"),
+               *[d for i in range(1, 60) for d in chat(i, 300)])
+    _, events, _ = window.build()
+    assert events and len(window.model.requests) > 1  # the span went in pieces
+    assert all(count_messages(r["messages"]) <= 8_192 - 2_048 for r in window.model.requests)
