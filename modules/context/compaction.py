@@ -91,5 +91,7 @@ def summary_request(previous: str, piece: str, words: int) -> list[dict[str, str
 
 
 def summary_words(summary_tokens: int) -> int:
-    """The word bound the prompt asks for, so a summary fits the tokens kept for it."""
-    return max(60, min(800, summary_tokens * 2 // 3))
+    """The word bound the prompt asks for, so a summary fits the tokens kept for it: the estimate counts a
+    summary's words, numbers, paths and punctuation at up to 2.5 tokens a word, and a longer summary is cut
+    in its middle."""
+    return max(60, min(800, summary_tokens * 2 // 5))

@@ -8,7 +8,7 @@ import pytest
 from modules.agents.profiles import ProfileError, load_profiles
 from modules.config import ConfigError, Settings
 from modules.context.budget import UNKNOWN_WINDOW, RefusedSizes, budget_for, known_window
-from modules.context.compaction import choose_split, summary_request, transcript_pieces
+from modules.context.compaction import choose_split, summary_request, summary_words, transcript_pieces
 from modules.context.shorten import shorten_chars, shorten_tokens
 from modules.context.view import HistoryRow, HistoryView
 from modules.llm.tokens import count_tokens
@@ -102,6 +102,18 @@ def test_a_span_is_cut_into_pieces_that_each_fit_one_summary_request():
     request = summary_request("- earlier rule", pieces[0], 120)
     assert "every instruction" in request[0]["content"] and "at most 120 words" in request[0]["content"]
     assert request[1]["content"].startswith("Previous summary:\n- earlier rule")
+
+
+SUMMARY_LIKE = ('- The user said: "always answer in French"; keep replies under 100 words. Files: '
+                "/workspace/report.md, /workspace/data.csv (3,412 rows). Ran pytest: 12 passed, 1 failed "
+                "(test_parse). Open: the user asked whether the API supports pagination; not yet answered.")
+
+
+@pytest.mark.parametrize("tokens", [300, 800, 1_200, 1_500, 5_000])
+def test_a_summary_as_long_as_its_prompt_asks_fits_the_tokens_kept_for_it(tokens):
+    # (a longer one is cut in its middle: what it says there is lost)
+    words = (SUMMARY_LIKE.split() * 200)[:summary_words(tokens)]
+    assert count_tokens(" ".join(words)) <= tokens
 
 
 def test_reasoning_goes_back_only_with_the_current_turns_tool_calls():
