@@ -36,14 +36,20 @@ class _ThinkSplitter:
     """Splits a content stream that may open with `<think>…</think>` into (thinking, text) pieces.
 
     Only a block at the very start counts (after white space); text is held back only while it could
-    still be the start of the opening tag, and thinking only while it could be the start of the closing one."""
+    still be the start of the opening tag, and thinking only while it could be the start of the closing one.
+    The white space after the block is dropped, also when it comes in chunks of its own (token by token)."""
 
     def __init__(self) -> None:
-        self._state = "undecided"  # -> "thinking" -> "text", or straight to "text"
+        self._state = "undecided"  # -> "thinking" -> "after" -> "text", or straight to "text"
         self._held = ""
 
     def feed(self, piece: str) -> list[tuple[bool, str]]:
         """Pieces as (is_thinking, text), in order; empty while undecided."""
+        if self._state == "after":  # between the block and the reply
+            piece = piece.lstrip()
+            if not piece:
+                return []
+            self._state = "text"
         if self._state == "text":
             return [(False, piece)]
         self._held += piece
@@ -59,7 +65,7 @@ class _ThinkSplitter:
         end = self._held.find(_THINK_CLOSE)
         if end >= 0:
             thinking, rest = self._held[:end], self._held[end + len(_THINK_CLOSE):].lstrip()
-            self._state, self._held = "text", ""
+            self._state, self._held = "text" if rest else "after", ""
             out += [(True, thinking)] if thinking else []
             return out + ([(False, rest)] if rest else [])
         keep = _partial_suffix(self._held, _THINK_CLOSE)

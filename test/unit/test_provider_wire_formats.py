@@ -82,6 +82,24 @@ def test_think_tags_at_the_start_of_the_content_are_thinking(llm):
     assert reply.reasoning.strip() == "Short question, short answer."
 
 
+@pytest.mark.parametrize(("after", "content"), [
+    (({"content": "Paris."},), "Paris."),
+    (({"tool_calls": [{"index": 0, "id": "t1", "type": "function",
+                       "function": {"name": "run_command", "arguments": "{}"}}]},), ""),
+])
+def test_white_space_after_a_think_block_streamed_token_by_token_is_not_the_reply(llm, after, content):
+    """vLLM or Ollama without a reasoning parser send `</think>` and the blank line after it as tokens of
+    their own: the reply is what follows, as when they come in one chunk."""
+    deltas = [{"content": token} for token in ("<think>", "\n", "Short.", "\n", "</think>", "\n\n")] + list(after)
+    llm.script(RawChunksStep(tuple({"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas)))
+    text_chunks: list[str] = []
+
+    reply = make_model(llm).stream_chat(messages=USER, on_text=text_chunks.append)
+
+    assert reply.content == "".join(text_chunks) == content
+    assert reply.reasoning.strip() == "Short."
+
+
 def test_a_think_tag_later_in_the_text_is_text(llm):
     llm.script(text("Use the <think> tag like this: <think>x</think>", chunk_size=3))
 
