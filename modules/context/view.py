@@ -3,6 +3,7 @@ the budget asks for it, and a reply's reasoning sent back where the provider nee
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str,
     the provider produced some."""
     out: dict[str, Any] = {"role": row.role, "content": row.content or ""}
     if row.role == "assistant" and row.tool_calls:
-        out["tool_calls"] = row.tool_calls
+        out["tool_calls"] = _replayable(row.tool_calls)
         if not row.content:
             out["content"] = None
         if with_reasoning and row.reasoning:
@@ -44,6 +45,27 @@ def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str,
     if row.role == "tool":
         out["tool_call_id"] = row.tool_call_id
     return out
+
+
+def _replayable(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls with arguments that are not a JSON object (cut at the output limit, malformed) sent as `{}`:
+    vLLM parses every replayed call's arguments and refuses the request when one does not parse, so one bad call
+    would fail all the agent's later requests. The row keeps what the model wrote; the call's tool result says
+    what was wrong with it."""
+    out = []
+    for call in calls:
+        function = call.get("function")
+        if isinstance(function, dict) and not _json_object(function.get("arguments")):
+            call = {**call, "function": {**function, "arguments": "{}"}}
+        out.append(call)
+    return out
+
+
+def _json_object(text: Any) -> bool:
+    try:
+        return isinstance(text, str) and isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def shortened(message: dict[str, Any], max_tokens: int) -> dict[str, Any]:

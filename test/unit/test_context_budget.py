@@ -125,3 +125,19 @@ def test_reasoning_goes_back_only_with_the_current_turns_tool_calls():
     view = HistoryView.of(history, current_from_seq=4)
     assert [m.get("reasoning_content") for m in view.messages] == [None, None, None, None, None, "new thought",
                                                                    None, None]
+
+
+def test_tool_call_arguments_that_are_not_a_json_object_go_back_to_the_model_as_an_empty_object():
+    """vLLM parses every replayed call's arguments and refuses (400) a request where one does not parse: a call
+    cut at the output limit would fail every later request of the agent. The stored row keeps what the model
+    wrote."""
+    raw = ['{"command": "ls', "not json", "[1]", "", '{"command": "ls"}']
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "run_command", "arguments": arguments}}
+             for i, arguments in enumerate(raw)]
+    row = HistoryRow(1, "assistant", None, calls)
+
+    sent = HistoryView.of([HistoryRow(0, "user", "q"), row], current_from_seq=0).messages[1]["tool_calls"]
+
+    assert [call["function"]["arguments"] for call in sent] == ["{}", "{}", "{}", "{}", '{"command": "ls"}']
+    assert [(call["id"], call["function"]["name"]) for call in sent] == [(f"c{i}", "run_command") for i in range(5)]
+    assert [call["function"]["arguments"] for call in row.tool_calls or []] == raw
