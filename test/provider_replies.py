@@ -84,6 +84,15 @@ def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
     return RawChunksStep(tuple(chunks))
 
 
+def openrouter_error(code: int | str, message: str, *, before: str = "") -> RawChunksStep:
+    """OpenRouter's error after the answer began (HTTP 200): an SSE data event with `error` and
+    `finish_reason: "error"`, then the stream ends; `before`: text streamed ahead of it."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(before)]
+    chunks.append(_choice({"content": ""}, "error") | {"error": {"code": code, "message": message}})
+    return RawChunksStep(tuple(chunks), done=False)
+
+
 def whole_body(content: str | None, *, calls: tuple[tuple[str, str, dict[str, Any]], ...] = (),
                reasoning: str = "", finish_reason: str | None = None) -> JsonBodyStep:
     """A provider (or proxy) that ignores `stream: true` and answers one `chat.completion` body."""

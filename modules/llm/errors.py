@@ -16,6 +16,7 @@ _OVERFLOW_WORDINGS = (
     "input tokens exceed", "input is too long", "too many tokens", "max_tokens", "maximum number of tokens",
     "reduce the length", "token limit", "exceeds the limit of", "request too large",
 )
+_STATUS_OF_CODE = {"server_error": 500, "rate_limit_exceeded": 429}
 # A refusal of `stream_options` (Mistral answers 422, Groq 400, some vLLM builds 400).
 _STREAM_OPTIONS_WORDINGS = ("stream_options", "include_usage")
 
@@ -57,11 +58,28 @@ def status_error(status: int, text: str) -> ModelError:
     return ModelError(code, message, status=status)
 
 
-def stream_error(text: str) -> ModelError:
-    """An error the endpoint sent inside a 200 answer (an SSE `error` event, or a JSON error body)."""
+def stream_error(text: str, body: Any = None) -> ModelError:
+    """An error the endpoint sent inside a 200 answer (an SSE `error` event, or a JSON error body). One whose
+    `code` is an HTTP status (OpenRouter's errors after the stream began: 429, 502 when the upstream provider
+    failed) means what that status means: a rate limit or a server error is retried like one."""
+    status = _status_code(body)
+    if status == 429:
+        return ModelError("rate_limited", f"model endpoint error ({status}): {text}", retryable=True, status=status)
+    if status is not None and status >= 500:
+        return ModelError("server_error", f"model endpoint error ({status}): {text}", retryable=True, status=status)
     if is_context_overflow(None, text):
         return ModelError(CONTEXT_LENGTH_EXCEEDED, f"model endpoint error: {text}")
     return ModelError("model_error", f"model endpoint error: {text}")
+
+
+def _status_code(body: Any) -> int | None:
+    """The HTTP status an error body names as its `code` (`{"error": {"code": 502}}`, `{"code": "429"}`), or
+    means by it (`server_error`, `rate_limit_exceeded`: OpenAI's words, which OpenRouter's stream uses too)."""
+    inner = body.get("error", body) if isinstance(body, Mapping) else None
+    code = inner.get("code") if isinstance(inner, Mapping) else None
+    if isinstance(code, str):
+        code = int(code) if code.isdigit() else _STATUS_OF_CODE.get(code)
+    return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -230,7 +230,7 @@ class OpenAIChatModel:
             raise _AttemptFailed(ModelError("model_error", f"model endpoint sent an unreadable body: {exc}"),
                                  None) from exc
         if not isinstance(body, dict) or "error" in body or not isinstance(body.get("choices"), list):
-            raise _AttemptFailed(stream_error(error_text(body, "not a chat completion")), None)
+            raise _AttemptFailed(stream_error(error_text(body, "not a chat completion"), body), None)
         reply.add_completion(body)
         return reply.reply()
 
@@ -247,7 +247,7 @@ class OpenAIChatModel:
             message = f"could not reach model endpoint {self.label}: {cause}"
             return _AttemptFailed(ModelError("connection_error", message, retryable=True), None)
         if isinstance(exc, openai.APIError):  # an error event inside the stream
-            return _AttemptFailed(stream_error(error_text(exc.body, exc.message)), None)
+            return _AttemptFailed(stream_error(error_text(exc.body, exc.message), exc.body), None)
         return _AttemptFailed(ModelError("model_error", f"model endpoint error: {exc}"), None)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

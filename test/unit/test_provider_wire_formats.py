@@ -14,6 +14,7 @@ from test.provider_replies import (
     cut_at_length,
     deepseek_thinking,
     gemini_parallel_calls,
+    openrouter_error,
     openrouter_stream,
     think_tags,
     usage_chunk,
@@ -144,6 +145,29 @@ def test_a_json_error_body_with_status_200_is_an_error(llm):
         make_model(llm).stream_chat(messages=USER)
 
     assert caught.value.code == CONTEXT_LENGTH_EXCEEDED
+
+
+@pytest.mark.parametrize("code", [502, "503", "server_error", 429, "rate_limit_exceeded"])
+def test_an_error_event_that_names_a_server_error_or_rate_limit_is_retried_before_any_output(llm, code):
+    llm.script(openrouter_error(code, "Provider disconnected unexpectedly"), text("recovered"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.content == "recovered" and len(llm.requests) == 2
+
+
+@pytest.mark.parametrize(("code", "before", "said"), [
+    (403, "", "flagged"),  # a moderation block: asking again gets the same answer
+    (502, "Half an answ", "after partial output"),  # a retry would repeat what the user has seen
+])
+def test_an_error_event_is_not_retried_when_asking_again_would_not_help(llm, code, before, said):
+    llm.script(openrouter_error(code, "Input flagged" if code == 403 else "Provider disconnected", before=before),
+               text("must not be served"))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert said in caught.value.message.lower() and len(llm.requests) == 1
 
 
 def test_finish_reason_length_marks_the_reply_truncated(llm):
