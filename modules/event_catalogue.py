@@ -131,7 +131,8 @@ class ReasoningChunkEvent(Event):
 class TextEndEvent(Event):
     """The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and
     `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit
-    (`finish_reason: "length"`); `reasoning` is the model's thinking, never part of `content` (the history
+    (`finish_reason: "length"`), `filtered` when the provider's content filter stopped it
+    (`finish_reason: "content_filter"`); `reasoning` is the model's thinking, never part of `content` (the history
     keeps the same marks and the reasoning in `metadata`)."""
 
     TYPE: ClassVar[Literal["text_end"]] = "text_end"
@@ -141,6 +142,7 @@ class TextEndEvent(Event):
     error_code: str | None = None
     stopped: bool | None = None
     truncated: bool | None = None
+    filtered: bool | None = None
     reasoning: str | None = None
 
 

@@ -81,11 +81,11 @@ def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, messa
 
 
 def _reply_marks(reply: ModelReply) -> MessageMeta:
-    """What `text_end` and the stored message say of a reply cut short: by Stop, or at the output limit;
-    and the model's thinking."""
+    """What `text_end` and the stored message say of a reply cut short: by Stop, at the output limit or by the
+    provider's content filter; and the model's thinking."""
     stopped = True if reply.finish_reason == "stopped" else None
     return MessageMeta(partial=stopped, stopped=stopped, truncated=True if reply.truncated else None,
-                       reasoning=reply.reasoning or None)
+                       filtered=True if reply.filtered else None, reasoning=reply.reasoning or None)
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
@@ -129,7 +129,8 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         if not persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark):
             return TurnOutcome(STOPPED)  # taken over by another process
         sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.partial,
-                                 stopped=mark.stopped, truncated=mark.truncated, reasoning=mark.reasoning))
+                                 stopped=mark.stopped, truncated=mark.truncated, filtered=mark.filtered,
+                                 reasoning=mark.reasoning))
         if turn.stopped():
             return TurnOutcome(STOPPED)
         if not calls:

@@ -67,11 +67,12 @@ def think_tags(reasoning: str, content: str) -> RawChunksStep:
     return RawChunksStep((*chunks, _choice({}, "stop")))
 
 
-def cut_at_length(content: str) -> RawChunksStep:
-    """A reply the provider cut at its output limit: finish_reason "length"."""
+def cut_at_length(content: str, finish_reason: str = "length") -> RawChunksStep:
+    """A reply the provider cut at its output limit: finish_reason "length" (or "content_filter": its content
+    filter stopped it, Azure's and Gemini's safety settings)."""
     chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
     chunks += [_choice({"content": piece}) for piece in _pieces(content)]
-    return RawChunksStep((*chunks, _choice({}, "length")))
+    return RawChunksStep((*chunks, _choice({}, finish_reason)))
 
 
 def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:

@@ -90,10 +90,10 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (userFacing && asks) inSegment = true;
       if (!inSegment) continue;
       if (m.content) {
-        push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content, done: true,
-          fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base,
-          taskId: str(meta.task_id) || undefined,
-          reasoning: str(meta.reasoning) || undefined, truncated: meta.truncated === true || undefined });
+        push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content,
+          done: true, fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base,
+          taskId: str(meta.task_id) || undefined, reasoning: str(meta.reasoning) || undefined,
+          truncated: meta.truncated === true || undefined, filtered: meta.filtered === true || undefined });
       }
       for (const call of m.tool_calls ?? []) {
         const name = call.function?.name ?? "";

@@ -95,6 +95,8 @@ export interface AssistantItem extends ItemBase {
   reasoning?: string;
   /** Cut at the model's output limit (`finish_reason: "length"`, `metadata.truncated`). */
   truncated?: boolean;
+  /** Stopped by the provider's content filter (`finish_reason: "content_filter"`, `metadata.filtered`). */
+  filtered?: boolean;
 }
 
 /** The agent's older messages were summarised for its model (`context_compacted`): a quiet line. */

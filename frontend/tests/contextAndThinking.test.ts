@@ -38,6 +38,16 @@ describe("the model's thinking", () => {
       metadata: { reasoning: "I think.", truncated: true } }];
     expect(historyItems(stored, "MasterAgent").items[0]).toMatchObject({ reasoning: "I think.", truncated: true });
   });
+
+  it("marks a reply the provider's content filter stopped, an empty one live, live and from history", () => {
+    const { state, ev } = make();
+    ev("ai_message_start", { message_id: "a1" });
+    ev("text_end", { message_id: "a1", content: "", filtered: true });
+    expect(state.items[0]).toMatchObject({ text: "", filtered: true, done: true });
+    const stored: StoredMessage[] = [{ message_id: "a2", role: "assistant", content: "Sure, the",
+      metadata: { filtered: true } }];
+    expect(historyItems(stored, "MasterAgent").items[0]).toMatchObject({ text: "Sure, the", filtered: true });
+  });
 });
 
 describe("a summarised history", () => {

@@ -41,6 +41,12 @@ class ModelReply:
         """The provider cut the reply at its output limit: it may end mid-sentence."""
         return self.finish_reason == "length"
 
+    @property
+    def filtered(self) -> bool:
+        """The provider's content filter stopped the reply (`finish_reason: "content_filter"`: Azure, Gemini's
+        safety settings): it may be empty or end early, and asking again gets the same answer."""
+        return self.finish_reason == "content_filter"
+
 
 # `ModelError.code` values. CONTEXT_LENGTH_EXCEEDED covers every wording providers use for a request
 # larger than the model's window: the caller can shorten the history and try once more.

@@ -69,6 +69,7 @@ class MessageMeta(SetKeys):
     partial: bool | None = None
     stopped: bool | None = None
     truncated: bool | None = None
+    filtered: bool | None = None
     error_code: str | None = None
     # A completion notice (a sub-agent's turn or a background command ended).
     auto_message_type: str | None = None

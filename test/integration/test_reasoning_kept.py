@@ -79,3 +79,16 @@ def test_a_reply_cut_at_the_output_limit_is_marked_truncated(server, llm):
     assert end["truncated"] is True and end["content"] == "The list goes on: one, two, thr"
     [reply] = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
     assert reply["metadata"]["truncated"] is True
+
+
+def test_a_reply_the_content_filter_stopped_is_marked_filtered(server, llm):
+    for message, content in (("something the filter blocks partly", "Sure, the"), ("something it blocks", "")):
+        llm.script(cut_at_length(content, "content_filter"))
+        sent = server.send(message)
+        task = server.wait_task(sent["task_id"])
+        assert task["status"] == TaskStatus.SUCCEEDED
+        [end] = [e["data"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
+        assert (end["filtered"], end["content"], "truncated" in end) == (True, content, False)
+        replies = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
+        # An empty reply is not stored (as any empty reply): its `text_end` carries the mark.
+        assert [(m["content"], m["metadata"]["filtered"]) for m in replies] == ([(content, True)] if content else [])

@@ -177,6 +177,15 @@ def test_finish_reason_length_marks_the_reply_truncated(llm):
 
     assert reply.truncated and reply.finish_reason == "length"
     assert reply.content == "The list goes on and on and"
+    assert not reply.filtered
+
+
+def test_finish_reason_content_filter_marks_the_reply_filtered(llm):
+    llm.script(cut_at_length("", "content_filter"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.filtered and not reply.truncated and reply.content == ""
 
 
 def test_usage_is_asked_for_and_read_from_a_chunk_without_choices(llm):

@@ -171,7 +171,8 @@ export class Timeline {
       if (content && !this.knownMessageIds.has(id)) {
         this.push({ kind: "assistant", key: `m:${id}`, messageId: id, text: content, done: true,
           agentName: this.roster.agentName(agentId), agentId, taskId, ts: Date.now(),
-          reasoning: str(d.reasoning) || undefined, truncated: d.truncated === true || undefined });
+          reasoning: str(d.reasoning) || undefined, truncated: d.truncated === true || undefined,
+          filtered: d.filtered === true || undefined });
       }
       return;
     }
@@ -181,6 +182,7 @@ export class Timeline {
     item.done = true;
     if (d.partial === true) item.interrupted = true;
     if (d.truncated === true) item.truncated = true;
+    if (d.filtered === true) item.filtered = true;
     if (d.reasoning) item.reasoning = str(d.reasoning);
   }
 

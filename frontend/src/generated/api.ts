@@ -154,6 +154,7 @@ export interface MessageMeta {
   partial?: boolean | null;
   stopped?: boolean | null;
   truncated?: boolean | null;
+  filtered?: boolean | null;
   error_code?: string | null;
   auto_message_type?: string | null;
   sub_agent_notice?: boolean | null;
