@@ -64,7 +64,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
             on_text=on_text, on_reasoning=on_reasoning, should_stop=turn.stopped,
         )
     except ModelError as exc:
-        if exc.code == CONTEXT_LENGTH_EXCEEDED and not exc.partial and refused_at is None:
+        if exc.code == CONTEXT_LENGTH_EXCEEDED and not (exc.partial or exc.partial_reasoning) and refused_at is None:
             raise _Overflow(request_tokens(messages, tools), exc) from exc
         raise
 
@@ -89,10 +89,13 @@ def _reply_marks(reply: ModelReply) -> MessageMeta:
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
-    """What the model streamed before it failed stays in the history and the chat, marked as cut off."""
+    """What the model streamed before it failed stays in the history and the chat, marked as cut off: its text
+    and the thinking before it (thinking alone ends the reply in the chat; an empty reply is not stored)."""
+    reasoning = exc.partial_reasoning or None
     persist_assistant_message(rt, turn, message_id, exc.partial, [],
-                              meta=MessageMeta(partial=True, error_code=exc.code))
-    sender.emit(TextEndEvent(message_id=message_id, content=exc.partial, partial=True, error_code=exc.code))
+                              meta=MessageMeta(partial=True, error_code=exc.code, reasoning=reasoning))
+    sender.emit(TextEndEvent(message_id=message_id, content=exc.partial, partial=True, error_code=exc.code,
+                             reasoning=reasoning))
 
 
 def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) -> TurnOutcome:
@@ -120,7 +123,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(FAILED, {"code": "context_too_large", "message": str(exc)})
         except ModelError as exc:
             log.warning("model call failed for task %s: %s %s", turn.task_id, exc.code, exc)
-            if exc.partial:
+            if exc.partial or exc.partial_reasoning:
                 _keep_partial(rt, turn, sender, message_id, exc)
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
         calls = [] if turn.stopped() else reply.tool_calls

@@ -85,10 +85,11 @@ def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
     return RawChunksStep(tuple(chunks))
 
 
-def openrouter_error(code: int | str, message: str, *, before: str = "") -> RawChunksStep:
+def openrouter_error(code: int | str, message: str, *, before: str = "", reasoning: str = "") -> RawChunksStep:
     """OpenRouter's error after the answer began (HTTP 200): an SSE data event with `error` and
-    `finish_reason: "error"`, then the stream ends; `before`: text streamed ahead of it."""
+    `finish_reason: "error"`, then the stream ends; `reasoning`, `before`: thinking and text streamed ahead of it."""
     chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": "", "reasoning": piece}) for piece in _pieces(reasoning)]
     chunks += [_choice({"content": piece}) for piece in _pieces(before)]
     chunks.append(_choice({"content": ""}, "error") | {"error": {"code": code, "message": message}})
     return RawChunksStep(tuple(chunks), done=False)

@@ -134,7 +134,9 @@ class OpenAIChatModel:
                     del request["stream_options"]
                     continue  # not a failed attempt: the same request, without the option
                 if reply.delivered:  # a retry would repeat text the user has already seen
-                    raise _annotated(err, "after partial output", partial=reply.reply().content) from failed
+                    shown = reply.reply()
+                    raise _annotated(err, "after partial output", partial=shown.content,
+                                     partial_reasoning=shown.reasoning) from failed
                 if not err.retryable or attempt >= self._max_retries:
                     raise (_annotated(err, f"gave up after {attempt + 1} attempts") if attempt else err) from failed
                 if failed.retry_after is not None and failed.retry_after > self._max_retry_after_s:
@@ -257,9 +259,9 @@ class OpenAIChatModel:
         return backoff * random.uniform(0.75, 1.0)  # jitter spreads out agents that failed together
 
 
-def _annotated(err: ModelError, note: str, *, partial: str = "") -> ModelError:
+def _annotated(err: ModelError, note: str, *, partial: str = "", partial_reasoning: str = "") -> ModelError:
     return ModelError(err.code, f"{err.message} ({note})", retryable=err.retryable, status=err.status,
-                      partial=partial)
+                      partial=partial, partial_reasoning=partial_reasoning)
 
 
 def _sleep_unless_stopped(delay: float, should_stop: Callable[[], bool]) -> bool:

@@ -60,17 +60,18 @@ class ModelError(Exception):
     "timeout", "connection_error", "bad_request", "auth_error", "context_length_exceeded"
     or "model_error". `retryable` says whether trying again later may help; `status` is the
     HTTP status; `partial` is the text streamed before the failure (already shown to the user,
-    never replayed).
+    never replayed), `partial_reasoning` the thinking streamed before it.
     """
 
     def __init__(self, code: str, message: str, *, retryable: bool = False, status: int | None = None,
-                 partial: str = "") -> None:
+                 partial: str = "", partial_reasoning: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
         self.status = status
         self.partial = partial
+        self.partial_reasoning = partial_reasoning
 
     def __repr__(self) -> str:
         return f"ModelError({self.code!r}, {self.message!r}, retryable={self.retryable}, status={self.status})"

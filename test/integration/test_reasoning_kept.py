@@ -1,13 +1,14 @@
 """A reply's thinking and a cut-off reply, through the real server (README, "Providers"): the reasoning is
 stored with the assistant message and sent back as `reasoning_content` where DeepSeek's thinking mode
 requires it, never mixed into the reply, never sent for a provider that did not think; `finish_reason:
-"length"` is marked truncated in `text_end` and the history."""
+"length"` is marked truncated in `text_end` and the history, `"content_filter"` filtered; a reply that failed keeps
+the thinking shown before it."""
 
 from __future__ import annotations
 
 from modules.event_catalogue import ReasoningChunkEvent, TextChunkEvent, TextEndEvent
 from modules.statuses import TaskStatus
-from test.provider_replies import cut_at_length, deepseek_thinking
+from test.provider_replies import cut_at_length, deepseek_thinking, openrouter_error
 from test.scripted_llm import dynamic, error, text, tool_calls
 
 THOUGHT = "The user wants the date; a command tells it."
@@ -92,3 +93,18 @@ def test_a_reply_the_content_filter_stopped_is_marked_filtered(server, llm):
         replies = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
         # An empty reply is not stored (as any empty reply): its `text_end` carries the mark.
         assert [(m["content"], m["metadata"]["filtered"]) for m in replies] == ([(content, True)] if content else [])
+
+
+def test_a_reply_that_failed_after_its_thinking_keeps_the_thinking(server, llm):
+    for text_before in ("Half an ans", ""):
+        # Not retried (the thinking was shown): a second request would get the default reply and succeed.
+        llm.script(openrouter_error(502, "Provider disconnected", reasoning="Weighing it up.", before=text_before))
+        sent = server.send(f"think about it{text_before}")
+        task = server.wait_task(sent["task_id"])
+        assert task["status"] == TaskStatus.FAILED
+        [end] = [e["data"] for e in task["events"] if e["type"] == TextEndEvent.TYPE]
+        assert (end["partial"], end["content"], end["reasoning"]) == (True, text_before, "Weighing it up.")
+        replies = [m for m in messages_of(server, sent["conversation_id"]) if m["role"] == "assistant"]
+        # Thinking alone is not a stored reply (an empty reply is not stored): its `text_end` ends it in the chat.
+        assert [(m["content"], m["metadata"]["reasoning"]) for m in replies] == (
+            [(text_before, "Weighing it up.")] if text_before else [])

@@ -170,6 +170,15 @@ def test_an_error_event_is_not_retried_when_asking_again_would_not_help(llm, cod
     assert said in caught.value.message.lower() and len(llm.requests) == 1
 
 
+def test_a_failure_after_thinking_carries_the_thinking_shown(llm):
+    llm.script(openrouter_error(502, "Provider disconnected", reasoning="Let me think.", before="So"))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert (caught.value.partial, caught.value.partial_reasoning) == ("So", "Let me think.")
+
+
 def test_finish_reason_length_marks_the_reply_truncated(llm):
     llm.script(cut_at_length("The list goes on and on and"))
 
