@@ -85,7 +85,7 @@ class Settings:
         "request; one per stream, so at least the streams a process runs at once (a stream beyond it waits for "
         "a free one)", POSITIVE_INT)
     llm_max_retries: int = setting(
-        "LLM_MAX_RETRIES", 4, "retries with exponential backoff on 429, 5xx, timeouts, and an error event in "
+        "LLM_MAX_RETRIES", 4, "retries with exponential backoff on 429, 5xx, 408, timeouts, and an error event in "
         "the stream whose code names one (OpenRouter's after its answer began); a `Retry-After` (or "
         "`retry-after-ms`) is waited out as asked, up to 60 s, a longer one fails the call at once "
         "(`rate_limited`); a call that already streamed text is never retried", POSITIVE_INT)

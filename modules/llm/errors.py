@@ -45,13 +45,23 @@ def refuses_stream_options(status: int | None, text: str) -> bool:
     return status in (400, 422) and any(w in lowered for w in _STREAM_OPTIONS_WORDINGS)
 
 
-def status_error(status: int, text: str) -> ModelError:
-    """The ModelError of an HTTP error answer, with the provider's words in its message."""
-    message = f"model endpoint answered {status}: {text}"
+def _retried(status: int, message: str) -> ModelError | None:
+    """The error of a status worth asking again for: a rate limit, a server error, a gateway's timeout (408:
+    OpenRouter's "your request timed out"; the official client retries it too)."""
     if status == 429:
         return ModelError("rate_limited", message, retryable=True, status=status)
     if status >= 500:
         return ModelError("server_error", message, retryable=True, status=status)
+    if status == 408:
+        return ModelError("timeout", message, retryable=True, status=status)
+    return None
+
+
+def status_error(status: int, text: str) -> ModelError:
+    """The ModelError of an HTTP error answer, with the provider's words in its message."""
+    message = f"model endpoint answered {status}: {text}"
+    if retried := _retried(status, message):
+        return retried
     if is_context_overflow(status, text):
         return ModelError(CONTEXT_LENGTH_EXCEEDED, message, status=status)
     code = "auth_error" if status in {401, 403} else "bad_request" if 400 <= status < 500 else "model_error"
@@ -61,12 +71,10 @@ def status_error(status: int, text: str) -> ModelError:
 def stream_error(text: str, body: Any = None) -> ModelError:
     """An error the endpoint sent inside a 200 answer (an SSE `error` event, or a JSON error body). One whose
     `code` is an HTTP status (OpenRouter's errors after the stream began: 429, 502 when the upstream provider
-    failed) means what that status means: a rate limit or a server error is retried like one."""
+    failed) means what that status means: a rate limit, a server error or a timeout is retried like one."""
     status = _status_code(body)
-    if status == 429:
-        return ModelError("rate_limited", f"model endpoint error ({status}): {text}", retryable=True, status=status)
-    if status is not None and status >= 500:
-        return ModelError("server_error", f"model endpoint error ({status}): {text}", retryable=True, status=status)
+    if status is not None and (retried := _retried(status, f"model endpoint error ({status}): {text}")):
+        return retried
     if is_context_overflow(None, text):
         return ModelError(CONTEXT_LENGTH_EXCEEDED, f"model endpoint error: {text}")
     return ModelError("model_error", f"model endpoint error: {text}")

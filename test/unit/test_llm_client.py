@@ -132,8 +132,8 @@ def test_malformed_arguments_are_passed_through_raw(llm):
 # -- retries ---------------------------------------------------------------------------
 
 
-def test_server_errors_are_retried_and_reported(llm):
-    llm.script(error(500), error(503), text("recovered"))
+def test_server_errors_and_a_gateways_timeout_are_retried_and_reported(llm):
+    llm.script(error(500), error(503), error(408), text("recovered"))
     retries = Retries()
 
     reply = make_model(llm, on_retry=retries).stream_chat(messages=USER)
@@ -142,9 +142,10 @@ def test_server_errors_are_retried_and_reported(llm):
     assert [(attempt, err.code, err.status) for attempt, err, _ in retries.calls] == [
         (1, "server_error", 500),
         (2, "server_error", 503),
+        (3, "timeout", 408),
     ]
     assert all(0 < delay <= 0.05 for _, _, delay in retries.calls)
-    assert len(llm.requests) == 3
+    assert len(llm.requests) == 4
 
 
 def test_rate_limit_honours_retry_after(llm):
