@@ -24,13 +24,14 @@ from sqlalchemy import Table, bindparam, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from modules.statuses import AgentState  # noqa: E402
-from modules.storage import agents as agent_store  # noqa: E402
+from modules.agents.profiles import load_profiles  # noqa: E402
 from modules.storage import conversations  # noqa: E402
 from modules.storage.db import Database  # noqa: E402
 from modules.storage.models import Agent, Conversation  # noqa: E402
-from modules.storage.records import new_id, now  # noqa: E402
 from modules.storage.users import get_or_create_user  # noqa: E402
+from modules.sub_agent.manager import SubAgentManager  # noqa: E402
+from modules.tools.agent_tools import AGENT_TOOLS  # noqa: E402
+from modules.tools.run_command import RUN_COMMAND  # noqa: E402
 
 AGENTS, CONVERSATIONS = cast(Table, Agent.__table__), cast(Table, Conversation.__table__)
 CORE = select(*CONVERSATIONS.c, *AGENTS.c).join(AGENTS, AGENTS.c.conversation_id == CONVERSATIONS.c.id) \
@@ -55,12 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         db = Database(args.database_url or f"sqlite:///{tmp}/orm_reads.db")
         db.migrate()
         conv, master = conversations.create_conversation(db, get_or_create_user(db, "bench").id, "bench")
-        for i in range(args.agents):
-            ts = now()
-            agent_store.insert_agent(db, Agent(
-                id=new_id(), conversation_id=conv.id, display_name=f"Agent_{i + 1}", role="Agent", kind="sub_agent",
-                parent_id=master.id, state=AgentState.IDLE, version=0, task="bench", terminated=False, created_at=ts,
-                updated_at=ts))
+        sub_agents = SubAgentManager(db, load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)}))
+        for _ in range(args.agents):
+            sub_agents.create_sub_agent(master, "InfoAgent", "bench")
 
         def orm() -> object:
             return conversations.get_conversation_and_agents(db, conv.id)

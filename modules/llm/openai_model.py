@@ -238,9 +238,8 @@ class OpenAIChatModel:
 
     def _failure(self, exc: Exception) -> _AttemptFailed:
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            return _AttemptFailed(status_error(status, error_text(exc.body, exc.message)),
-                                  retry_after(exc.response.headers) if status == 429 or status >= 500 else None)
+            err = status_error(exc.status_code, error_text(exc.body, exc.message))
+            return _AttemptFailed(err, retry_after(exc.response.headers) if err.retryable else None)
         if isinstance(exc, openai.APITimeoutError):
             message = f"model endpoint {self.label} did not answer within {self._timeout_s:g} s"
             return _AttemptFailed(ModelError("timeout", message, retryable=True), None)
