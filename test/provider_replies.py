@@ -111,3 +111,15 @@ def whole_body(content: str | None, *, calls: tuple[tuple[str, str, dict[str, An
                      "finish_reason": finish_reason or ("tool_calls" if calls else "stop")}],
         "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
     })
+
+
+def ended_early(content: str = "", *, call_arguments: str = "", done: bool = False) -> RawChunksStep:
+    """A body that ends with no finish_reason (a proxy's idle cut, an endpoint that crashed mid-reply): text, or
+    a tool call's arguments, stop where they are; `done`: the endpoint still sent `[DONE]`, as some that never
+    send a finish_reason do."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(content)]
+    if call_arguments:
+        chunks.append(_choice({"tool_calls": [{"index": 0, "id": "call_cut", "type": "function", "function": {
+            "name": "read_file", "arguments": call_arguments}}]}))
+    return RawChunksStep(tuple(chunks), done=done)

@@ -219,7 +219,12 @@ class OpenAIChatModel:
                 except (openai.OpenAIError, ValueError) as exc:
                     raise self._failure(exc) from exc
                 if chunk is None:
-                    return whole[0] if whole else reply.reply()
+                    if whole or reply.finished:
+                        return whole[0] if whole else reply.reply()
+                    # Neither `[DONE]` nor a finish_reason: a proxy or the endpoint ended the body mid-reply
+                    # (the text may stop mid-sentence, a tool call's arguments mid-JSON). A retry can mend it.
+                    raise _AttemptFailed(ModelError("connection_error", f"model endpoint {self.label} ended the "
+                                                    "stream before the reply was complete", retryable=True), None)
                 if isinstance(chunk, dict):
                     reply.add(chunk)  # on_text runs here, outside the error mapping
             return reply.stopped()

@@ -132,6 +132,11 @@ class ReplyBuilder:
         """Something was passed on: a retry would show the user the same text twice."""
         return bool(self._text or self._reasoning)
 
+    @property
+    def finished(self) -> bool:
+        """The provider said why the reply ended (`finish_reason`)."""
+        return self._finish_reason is not None
+
     def add(self, chunk: Mapping[str, Any]) -> None:
         """One streamed chunk, as the provider sent it."""
         self._usage = parse_usage(chunk.get("usage")) or self._usage

@@ -13,6 +13,7 @@ from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from test.provider_replies import (
     cut_at_length,
     deepseek_thinking,
+    ended_early,
     gemini_parallel_calls,
     openrouter_error,
     openrouter_stream,
@@ -195,6 +196,30 @@ def test_finish_reason_content_filter_marks_the_reply_filtered(llm):
     reply = make_model(llm).stream_chat(messages=USER)
 
     assert reply.filtered and not reply.truncated and reply.content == ""
+
+
+def test_a_stream_that_ends_before_its_reply_is_whole_is_asked_again(llm):
+    llm.script(ended_early(call_arguments='{"path": "/work/no'), text("whole"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert (reply.content, reply.tool_calls, len(llm.requests)) == ("whole", [], 2)
+
+
+def test_a_stream_that_ends_mid_text_fails_keeping_the_text_shown(llm):
+    llm.script(ended_early("Half a sent"), text("must not be served"))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert (caught.value.code, caught.value.partial, len(llm.requests)) == ("connection_error", "Half a sent", 1)
+    assert "before the reply was complete" in caught.value.message
+
+
+def test_done_without_a_finish_reason_is_a_whole_reply(llm):
+    llm.script(ended_early("All of it.", done=True))
+
+    assert make_model(llm).stream_chat(messages=USER).content == "All of it."
 
 
 def test_usage_is_asked_for_and_read_from_a_chunk_without_choices(llm):
