@@ -96,14 +96,15 @@ def openrouter_error(code: int | str, message: str, *, before: str = "", reasoni
 
 
 def whole_body(content: str | None, *, calls: tuple[tuple[str, str, dict[str, Any]], ...] = (),
-               reasoning: str = "", finish_reason: str | None = None) -> JsonBodyStep:
-    """A provider (or proxy) that ignores `stream: true` and answers one `chat.completion` body."""
+               reasoning: str = "", finish_reason: str | None = None, objects: bool = False) -> JsonBodyStep:
+    """A provider (or proxy) that ignores `stream: true` and answers one `chat.completion` body; `objects`: its
+    calls' arguments as JSON objects, not as the string the format asks for (Ollama's own message shape)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
         message["reasoning_content"] = reasoning
     if calls:
         message["tool_calls"] = [{"id": call_id, "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                  "function": {"name": name, "arguments": args if objects else json.dumps(args)}}
                                  for call_id, name, args in calls]
     return JsonBodyStep({
         "id": "chatcmpl-whole", "object": "chat.completion", "created": 0, "model": "whole-model",

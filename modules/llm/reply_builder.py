@@ -13,6 +13,7 @@ The quirks of real providers it absorbs (README, "Providers"):
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -203,7 +204,10 @@ class ReplyBuilder:
                 self._at_index[index] = len(self._calls) - 1
         current.id = current.id or call_id
         current.name = current.name or function.get("name") or ""
-        current.arguments += function.get("arguments") or ""
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):  # an object where the format asks for its JSON text (Ollama's shape)
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        current.arguments += arguments if isinstance(arguments, str) else ""
 
     def reply(self) -> ModelReply:
         self._pass_on(self._think.flush())

@@ -139,6 +139,14 @@ def test_a_whole_json_body_with_calls(llm):
     assert [(c.id, c.name) for c in reply.tool_calls] == [("w1", "run_command"), ("w2", "ask_user")]
 
 
+def test_tool_call_arguments_sent_as_a_json_object_are_read_as_their_json_text(llm):
+    llm.script(whole_body(None, calls=(("w1", "run_command", {"command": "ls"}),), objects=True))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [("run_command", {"command": "ls"})]
+
+
 def test_a_json_error_body_with_status_200_is_an_error(llm):
     llm.script(JsonBodyStep({"error": {"message": "This model's maximum context length is 8192 tokens"}}))
 
