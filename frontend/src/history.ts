@@ -1,7 +1,7 @@
 // Stored messages (GET /api/conversations/<cid>/messages) -> timeline items.
 
 import { reactive } from "vue";
-import type { AskItem, StoredMessage, TimelineItem, ToolItem } from "./types";
+import type { AskItem, AssistantItem, StoredMessage, TimelineItem, ToolItem } from "./types";
 
 export function parseJson(raw: unknown): Record<string, unknown> | null {
   if (typeof raw !== "string") return raw && typeof raw === "object" ? (raw as Record<string, unknown>) : null;
@@ -15,6 +15,16 @@ export function parseJson(raw: unknown): Record<string, unknown> | null {
 
 export function str(v: unknown): string {
   return typeof v === "string" ? v : v === undefined || v === null ? "" : String(v);
+}
+
+/** An assistant reply's marks, read alike from a stored message's `metadata` and a live `text_end` (both carry
+ * `partial`, `truncated`, `filtered` and `reasoning`: docs/API.md, text_end); a mark not set is undefined. */
+type Marks = Pick<AssistantItem, "interrupted" | "truncated" | "filtered" | "reasoning">;
+
+export function replyMarks(src: { partial?: unknown; truncated?: unknown; filtered?: unknown; reasoning?: unknown }):
+  Marks {
+  return { interrupted: src.partial === true || undefined, truncated: src.truncated === true || undefined,
+    filtered: src.filtered === true || undefined, reasoning: str(src.reasoning) || undefined };
 }
 
 /** A list of choices (question options, suggested follow-ups), each once: twice the same is one choice. */
@@ -91,9 +101,8 @@ export function historyItems(messages: StoredMessage[], agentName: string, userF
       if (!inSegment) continue;
       if (m.content) {
         push({ kind: "assistant", key: `m:${m.message_id}`, messageId: m.message_id, text: m.content,
-          done: true, fromHistory: true, interrupted: meta.partial === true || undefined, agentName, ...base,
-          taskId: str(meta.task_id) || undefined, reasoning: str(meta.reasoning) || undefined,
-          truncated: meta.truncated === true || undefined, filtered: meta.filtered === true || undefined });
+          done: true, fromHistory: true, agentName, ...base, taskId: str(meta.task_id) || undefined,
+          ...replyMarks(meta) });
       }
       for (const call of m.tool_calls ?? []) {
         const name = call.function?.name ?? "";

@@ -50,6 +50,18 @@ describe("the model's thinking", () => {
   });
 });
 
+describe("a reply's marks", () => {
+  it("are the same from a text_end with no item before it as from the stored history", () => {
+    const marks = { partial: true, truncated: true, filtered: true, reasoning: "Hm." };
+    const { state, ev } = make();
+    ev("text_end", { message_id: "a1", content: "Half", ...marks });
+    const stored: StoredMessage[] = [{ message_id: "a1", role: "assistant", content: "Half", metadata: marks }];
+    const want = { text: "Half", interrupted: true, truncated: true, filtered: true, reasoning: "Hm.", done: true };
+    expect(state.items[0]).toMatchObject(want);
+    expect(historyItems(stored, "MasterAgent").items[0]).toMatchObject(want);
+  });
+});
+
 describe("a summarised history", () => {
   it("shows one quiet line per summary of the master, live or stored, and none for a sub-agent's", () => {
     const { state, tl, ev } = make();

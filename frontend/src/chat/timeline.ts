@@ -5,7 +5,7 @@
 // `question_id`, so replaying a task's log on top of the stored history adds only what history lacks.
 
 import { reactive } from "vue";
-import { askAnswerOf, optionsOf, parseJson, str } from "../history";
+import { askAnswerOf, optionsOf, parseJson, replyMarks, str } from "../history";
 import type { AskItem, NoticeItem, TimelineItem, ToolItem, UserItem } from "../types";
 import type { AskUserEvent, ContextCompactedEvent, ErrorEvent, RouteEvent, ServerEvent, SuggestionsEvent, TaskEndEvent,
   TextChunkEvent, TextEndEvent, ToolResultEvent, UserMessageEvent } from "../generated/events";
@@ -170,9 +170,7 @@ export class Timeline {
     if (!item) {
       if (content && !this.knownMessageIds.has(id)) {
         this.push({ kind: "assistant", key: `m:${id}`, messageId: id, text: content, done: true,
-          agentName: this.roster.agentName(agentId), agentId, taskId, ts: Date.now(),
-          reasoning: str(d.reasoning) || undefined, truncated: d.truncated === true || undefined,
-          filtered: d.filtered === true || undefined });
+          agentName: this.roster.agentName(agentId), agentId, taskId, ts: Date.now(), ...replyMarks(d) });
       }
       return;
     }
@@ -180,10 +178,9 @@ export class Timeline {
     if (item.text !== content) this.state.textMismatches++;
     item.text = content || item.text;
     item.done = true;
-    if (d.partial === true) item.interrupted = true;
-    if (d.truncated === true) item.truncated = true;
-    if (d.filtered === true) item.filtered = true;
-    if (d.reasoning) item.reasoning = str(d.reasoning);
+    for (const [mark, value] of Object.entries(replyMarks(d))) {
+      if (value !== undefined) Object.assign(item, { [mark]: value });
+    }
   }
 
   /** The master's older messages were summarised for its model: one quiet line, once per summary. */
