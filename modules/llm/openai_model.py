@@ -23,7 +23,7 @@ from .client_pools import ClientPools
 from .errors import error_text, refuses_stream_options, retry_after, status_error, stream_error
 from .reply_builder import ReplyBuilder
 from .stop_watch import StopWatch
-from .types import ModelError, ModelReply, ignore_text, never_stop
+from .types import FAILED_FINISH_REASONS, ModelError, ModelReply, ignore_text, never_stop
 
 FALLBACK_MODEL = "gpt-4o-mini"
 _EVENTS_AFTER_DONE = 16  # what a stream may still send after `[DONE]` before its connection is given up
@@ -180,6 +180,9 @@ class OpenAIChatModel:
                 self._stops.unwatch(watched)
         if "reply" in outcome:
             answer: ModelReply = outcome["reply"]
+            if answer.finish_reason in FAILED_FINISH_REASONS:
+                message = f"model endpoint {self.label} ended the reply with finish_reason {answer.finish_reason!r}"
+                raise _AttemptFailed(ModelError("server_error", message, retryable=True), None)
             return answer
         if "error" in outcome:
             raise outcome["error"]

@@ -38,14 +38,20 @@ class ModelReply:
 
     @property
     def truncated(self) -> bool:
-        """The provider cut the reply at its output limit: it may end mid-sentence."""
-        return self.finish_reason == "length"
+        """The provider cut the reply at its output limit (`length`; Mistral's `model_length`, the window's end): it
+        may end mid-sentence."""
+        return self.finish_reason in ("length", "model_length")
 
     @property
     def filtered(self) -> bool:
-        """The provider's content filter stopped the reply (`finish_reason: "content_filter"`: Azure, Gemini's
-        safety settings): it may be empty or end early, and asking again gets the same answer."""
-        return self.finish_reason == "content_filter"
+        """The provider's content filter stopped the reply (`content_filter`: Azure, Gemini's safety settings;
+        `sensitive`: Zhipu's GLM): it may be empty or end early, and asking again gets the same answer."""
+        return self.finish_reason in ("content_filter", "sensitive")
+
+
+# finish_reason values that say the provider failed to finish the reply (Zhipu's `network_error`, Mistral's
+# `error`, vLLM's `abort`): the reply is a failure, retried as a server error while nothing was shown.
+FAILED_FINISH_REASONS = frozenset({"network_error", "error", "abort"})
 
 
 # `ModelError.code` values. CONTEXT_LENGTH_EXCEEDED covers every wording providers use for a request

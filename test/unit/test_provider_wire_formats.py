@@ -188,22 +188,42 @@ def test_a_failure_after_thinking_carries_the_thinking_shown(llm):
     assert (caught.value.partial, caught.value.partial_reasoning) == ("So", "Let me think.")
 
 
-def test_finish_reason_length_marks_the_reply_truncated(llm):
-    llm.script(cut_at_length("The list goes on and on and"))
+@pytest.mark.parametrize("reason", ["length", "model_length"])
+def test_finish_reason_length_marks_the_reply_truncated(llm, reason):
+    llm.script(cut_at_length("The list goes on and on and", reason))
 
     reply = make_model(llm).stream_chat(messages=USER)
 
-    assert reply.truncated and reply.finish_reason == "length"
+    assert reply.truncated and reply.finish_reason == reason
     assert reply.content == "The list goes on and on and"
     assert not reply.filtered
 
 
-def test_finish_reason_content_filter_marks_the_reply_filtered(llm):
-    llm.script(cut_at_length("", "content_filter"))
+@pytest.mark.parametrize("reason", ["content_filter", "sensitive"])
+def test_finish_reason_content_filter_marks_the_reply_filtered(llm, reason):
+    llm.script(cut_at_length("", reason))
 
     reply = make_model(llm).stream_chat(messages=USER)
 
     assert reply.filtered and not reply.truncated and reply.content == ""
+
+
+@pytest.mark.parametrize("reason", ["network_error", "error", "abort"])
+def test_a_finish_reason_that_says_the_provider_failed_is_retried_before_any_output(llm, reason):
+    llm.script(cut_at_length("", reason), text("recovered"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert (reply.content, len(llm.requests)) == ("recovered", 2)
+
+
+def test_a_finish_reason_that_says_the_provider_failed_after_text_fails_keeping_it(llm):
+    llm.script(cut_at_length("Half an", "network_error"), text("must not be served"))
+
+    with pytest.raises(ModelError) as caught:
+        make_model(llm).stream_chat(messages=USER)
+
+    assert (caught.value.code, caught.value.partial, len(llm.requests)) == ("server_error", "Half an", 1)
 
 
 def test_a_stream_that_ends_before_its_reply_is_whole_is_asked_again(llm):

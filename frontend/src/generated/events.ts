@@ -154,7 +154,7 @@ export interface TextChunkEvent {
   content: string;
 }
 
-/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit (`finish_reason: "length"`), `filtered` when the provider's content filter stopped it (`finish_reason: "content_filter"`); `reasoning` is the model's thinking, never part of `content` (the history keeps the same marks and the reasoning in `metadata`). */
+/** The full text of a reply; `partial` and `error_code` when the model failed mid-answer, `partial` and `stopped` when the user stopped it mid-answer, `truncated` when the provider cut it at its output limit (`finish_reason: "length"`, Mistral's `"model_length"`), `filtered` when the provider's content filter stopped it (`finish_reason: "content_filter"`, Zhipu's `"sensitive"`); `reasoning` is the model's thinking, never part of `content` (the history keeps the same marks and the reasoning in `metadata`). */
 export interface TextEndEvent {
   task_id: string;
   conversation_id: string;
