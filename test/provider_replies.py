@@ -75,6 +75,16 @@ def cut_at_length(content: str, finish_reason: str = "length") -> RawChunksStep:
     return RawChunksStep((*chunks, _choice({}, finish_reason)))
 
 
+def kimi_stream(content: str, prompt: int, completion: int) -> RawChunksStep:
+    """Kimi (Moonshot): usage inside the last chunk's choice, beside its finish_reason, not at the chunk's top."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(content)]
+    last = _choice({}, "stop")
+    last["choices"][0]["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                   "total_tokens": prompt + completion}
+    return RawChunksStep((*chunks, last))
+
+
 def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
     """OpenRouter: keep-alive comments between chunks, `reasoning` (not `reasoning_content`), usage last."""
     chunks: list[dict | str] = [": OPENROUTER PROCESSING\n\n", _choice({"role": "assistant", "content": ""})]

@@ -7,8 +7,8 @@ The quirks of real providers it absorbs (README, "Providers"):
   apart from the reply, never mixed into it;
 - parallel tool calls each sent whole at `index: 0` with distinct ids (Gemini): a new id at an index that
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
-- usage in a chunk of its own with `choices: []`, or on the last chunk; DeepSeek's `prompt_cache_hit_tokens`
-  for cached input.
+- usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi); DeepSeek's
+  `prompt_cache_hit_tokens` for cached input.
 """
 
 from __future__ import annotations
@@ -147,6 +147,7 @@ class ReplyBuilder:
         if not choices or not isinstance(choices[0], Mapping):
             return  # e.g. a usage-only chunk
         choice = choices[0]
+        self._usage = parse_usage(choice.get("usage")) or self._usage  # Kimi: usage inside the last choice
         delta = choice.get("delta") or {}
         calls = delta.get("tool_calls") or []
         for call_delta in calls:

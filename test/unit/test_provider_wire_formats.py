@@ -15,6 +15,7 @@ from test.provider_replies import (
     deepseek_thinking,
     ended_early,
     gemini_parallel_calls,
+    kimi_stream,
     openrouter_error,
     openrouter_stream,
     think_tags,
@@ -259,6 +260,14 @@ def test_usage_is_asked_for_and_read_from_a_chunk_without_choices(llm):
     assert llm.wait_for_requests(1)[0].body["stream_options"] == {"include_usage": True}
     assert reply.usage == Usage(prompt_tokens=30, completion_tokens=2, cached_tokens=16)
     assert reply.latency_s > 0 and reply.first_token_s is not None and reply.first_token_s <= reply.latency_s
+
+
+def test_kimi_usage_inside_the_last_choice_is_read(llm):
+    llm.script(kimi_stream("你好！", 19, 13))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert (reply.content, reply.usage) == ("你好！", Usage(prompt_tokens=19, completion_tokens=13))
 
 
 def test_a_reply_without_usage_says_so(llm):
