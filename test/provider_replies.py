@@ -46,13 +46,18 @@ def deepseek_thinking(reasoning: str, content: str = "", *,
     return RawChunksStep(tuple(chunks))
 
 
+GEMINI_SIGNATURE = {"google": {"thought_signature": "CiQBjz1rX0signature=="}}
+
+
 def gemini_parallel_calls(*calls: tuple[str, str, dict[str, Any]]) -> RawChunksStep:
-    """Gemini's OpenAI endpoint: every call whole in a chunk of its own, all at `index: 0`, distinct ids;
+    """Gemini's OpenAI endpoint: every call whole in a chunk of its own, all at `index: 0`, distinct ids, the
+    first with Gemini 3's thought signature in `extra_content` (the API wants it back with the call);
     finish_reason "stop" after them, usage on the last chunk."""
     chunks: list[dict | str] = [
         _choice({"role": "assistant", "tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                                      "function": {"name": name, "arguments": json.dumps(args)}}]})
-        for call_id, name, args in calls
+                                                      "function": {"name": name, "arguments": json.dumps(args)}}
+                                                     | ({"extra_content": GEMINI_SIGNATURE} if not i else {})]})
+        for i, (call_id, name, args) in enumerate(calls)
     ]
     last = _choice({}, "stop") | {"usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
     return RawChunksStep((*chunks, last))

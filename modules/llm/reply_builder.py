@@ -7,6 +7,7 @@ The quirks of real providers it absorbs (README, "Providers"):
   apart from the reply, never mixed into it;
 - parallel tool calls each sent whole at `index: 0` with distinct ids (Gemini): a new id at an index that
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
+- a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call;
 - usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi); DeepSeek's
   `prompt_cache_hit_tokens` for cached input.
 """
@@ -31,6 +32,7 @@ class _PendingCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+    extra_content: dict[str, Any] | None = None
 
 
 class _ThinkSplitter:
@@ -205,6 +207,8 @@ class ReplyBuilder:
                 self._at_index[index] = len(self._calls) - 1
         current.id = current.id or call_id
         current.name = current.name or function.get("name") or ""
+        if isinstance(delta.get("extra_content"), Mapping):  # Gemini 3's thought signature
+            current.extra_content = {**(current.extra_content or {}), **delta["extra_content"]}
         arguments = function.get("arguments")
         if isinstance(arguments, Mapping):  # an object where the format asks for its JSON text (Ollama's shape)
             arguments = json.dumps(arguments, ensure_ascii=False)
@@ -212,8 +216,8 @@ class ReplyBuilder:
 
     def reply(self) -> ModelReply:
         self._pass_on(self._think.flush())
-        calls = [ToolCall(id=c.id or f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=c.arguments)
-                 for c in self._calls if c.name]
+        calls = [ToolCall(id=c.id or f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=c.arguments,
+                          extra_content=c.extra_content) for c in self._calls if c.name]
         return self._built("".join(self._text), calls, self._finish_reason)
 
     def stopped(self) -> ModelReply:

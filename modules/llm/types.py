@@ -12,6 +12,9 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text exactly as the model produced it (may be malformed)
+    # What the provider asks to get back with the call, as it sent it: Gemini 3's `{"google": {"thought_signature":
+    # ...}}`, without which its next request is refused (400).
+    extra_content: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def persist_assistant_message(rt: TurnRuntime, turn: Turn, message_id: str, cont
     task is no longer this process's."""
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        | ({"extra_content": call.extra_content} if call.extra_content else {})  # replayed as it came
         for call in tool_calls
     ]
     drafts = [MessageDraft(role="assistant", content=content or None, tool_calls=calls or None,

@@ -1,5 +1,6 @@
-"""What real providers send, through the real server: every call of a Gemini-style reply runs, a provider
-that ignores `stream: true` still answers, and a provider that refuses `stream_options` keeps working."""
+"""What real providers send, through the real server: every call of a Gemini-style reply runs (its thought
+signature sent back with it), a provider that ignores `stream: true` still answers, and a provider that refuses
+`stream_options` keeps working."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 from modules.event_catalogue import TextChunkEvent, TextEndEvent, ToolResultEvent
 from modules.statuses import TaskStatus
-from test.provider_replies import gemini_parallel_calls, whole_body
+from test.provider_replies import GEMINI_SIGNATURE, gemini_parallel_calls, whole_body
 from test.scripted_llm import dynamic, error, text
 
 
@@ -15,7 +16,7 @@ def _results(task: dict) -> list[dict]:
     return [json.loads(e["data"]["result"]) for e in task["events"] if e["type"] == ToolResultEvent.TYPE]
 
 
-def test_gemini_parallel_calls_both_run_and_both_results_reach_the_model(server, llm):
+def test_gemini_parallel_calls_both_run_and_both_results_and_the_signature_reach_the_model(server, llm):
     llm.script(gemini_parallel_calls(("g-1", "run_command", {"command": "echo first-call"}),
                                      ("g-2", "run_command", {"command": "echo second-call"})))
     llm.script(text("Both ran."))
@@ -28,6 +29,8 @@ def test_gemini_parallel_calls_both_run_and_both_results_reach_the_model(server,
     assert outputs == ["first-call", "second-call"]
     follow_up = llm.wait_for_requests(2)[1].body["messages"]
     assert [m.get("tool_call_id") for m in follow_up if m["role"] == "tool"] == ["g-1", "g-2"]
+    calls = next(m["tool_calls"] for m in follow_up if m.get("tool_calls"))
+    assert [c.get("extra_content") for c in calls] == [GEMINI_SIGNATURE, None]  # Gemini 3 refuses it without
 
 
 def test_a_whole_json_body_is_streamed_to_the_chat_and_stored(server, llm):

@@ -11,6 +11,7 @@ import pytest
 from modules.llm import ModelError, Usage
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from test.provider_replies import (
+    GEMINI_SIGNATURE,
     cut_at_length,
     deepseek_thinking,
     ended_early,
@@ -61,6 +62,7 @@ def test_gemini_parallel_calls_at_one_index_stay_apart(llm):
 
     assert [(c.id, json.loads(c.arguments)) for c in reply.tool_calls] == [
         ("g-1", {"command": "date"}), ("g-2", {"command": "uptime"})]
+    assert [c.extra_content for c in reply.tool_calls] == [GEMINI_SIGNATURE, None]
     assert reply.usage == Usage(prompt_tokens=50, completion_tokens=20)
 
 
