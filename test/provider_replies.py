@@ -90,6 +90,15 @@ def kimi_stream(content: str, prompt: int, completion: int) -> RawChunksStep:
     return RawChunksStep((*chunks, last))
 
 
+def groq_stream(content: str, prompt: int, completion: int) -> RawChunksStep:
+    """Groq asked without `stream_options` (it refused them): usage in the last chunk's `x_groq`, with its timings."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(content)]
+    usage = {"queue_time": 0.06, "prompt_tokens": prompt, "prompt_time": 0.0002, "completion_tokens": completion,
+             "completion_time": 0.8, "total_tokens": prompt + completion, "total_time": 0.8}
+    return RawChunksStep((*chunks, _choice({}, "stop") | {"x_groq": {"id": "req_01", "usage": usage}}))
+
+
 def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
     """OpenRouter: keep-alive comments between chunks, `reasoning` (not `reasoning_content`), usage last."""
     chunks: list[dict | str] = [": OPENROUTER PROCESSING\n\n", _choice({"role": "assistant", "content": ""})]

@@ -8,8 +8,8 @@ The quirks of real providers it absorbs (README, "Providers"):
 - parallel tool calls each sent whole at `index: 0` with distinct ids (Gemini): a new id at an index that
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
 - a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call;
-- usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi); DeepSeek's
-  `prompt_cache_hit_tokens` for cached input.
+- usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi), or in its
+  `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` for cached input.
 """
 
 from __future__ import annotations
@@ -142,7 +142,9 @@ class ReplyBuilder:
 
     def add(self, chunk: Mapping[str, Any]) -> None:
         """One streamed chunk, as the provider sent it."""
-        self._usage = parse_usage(chunk.get("usage")) or self._usage
+        groq = chunk.get("x_groq")  # Groq without stream_options: usage in the last chunk's `x_groq`
+        self._usage = (parse_usage(chunk.get("usage")) or parse_usage(groq.get("usage") if isinstance(groq, Mapping)
+                                                                       else None) or self._usage)
         if isinstance(chunk.get("model"), str) and chunk["model"]:
             self._model = chunk["model"]
         choices = chunk.get("choices") or []

@@ -16,6 +16,7 @@ from test.provider_replies import (
     deepseek_thinking,
     ended_early,
     gemini_parallel_calls,
+    groq_stream,
     kimi_stream,
     openrouter_error,
     openrouter_stream,
@@ -270,6 +271,12 @@ def test_kimi_usage_inside_the_last_choice_is_read(llm):
     reply = make_model(llm).stream_chat(messages=USER)
 
     assert (reply.content, reply.usage) == ("你好！", Usage(prompt_tokens=19, completion_tokens=13))
+
+
+def test_groq_usage_in_x_groq_is_read(llm):
+    llm.script(groq_stream("Fast.", 18, 439))
+
+    assert make_model(llm).stream_chat(messages=USER).usage == Usage(prompt_tokens=18, completion_tokens=439)
 
 
 def test_a_reply_without_usage_says_so(llm):
