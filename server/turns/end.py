@@ -110,10 +110,17 @@ def finish_turn(rt: TurnRuntime, turn: Turn, sender: TaskEventSender, outcome: T
         return False
     if ended.first_idx is not None:
         sender.deliver(ended.first_idx, ended.payloads)
-    if facts.awaited and (waiter := waiters.pop(turn.agent_id)) is not None and facts.result is not None:
-        waiter.hand(facts.result)
-    if facts.notice is not None:
-        after_commit(rt.router.deliver, facts.notice)
+    notice = facts.notice
+    if facts.awaited and facts.result is not None:
+        waiter = waiters.pop(turn.agent_id)
+        if waiter is None or not waiter.hand(facts.result):
+            # The wait gave up after the end saw it (its timeout, a stop): it told the parent a notice follows.
+            try:
+                notice = _late_notice(rt, turn, facts.result)
+            except Exception:
+                log.exception("the result of task %s reached neither its waiter nor its parent", task_id)
+    if notice is not None:
+        after_commit(rt.router.deliver, notice)
     if outcome.status == SUCCEEDED:
         after_commit(_suggest, rt, turn, ended.next_idx)
     return True
@@ -125,6 +132,22 @@ def after_commit(step: Callable[[*Ts], object], *args: *Ts) -> None:
     except Exception:
         log.exception("after the end of a task, %s failed; the membership sweep catches up",
                       getattr(step, "__name__", step))
+
+
+def _late_notice(rt: TurnRuntime, turn: Turn, result: TurnResult) -> PendingMessage | None:
+    """The parent's notice of a result no blocking wait took, queued after the end's commit (its id is the
+    task's, so it is queued once)."""
+    agent = agent_store.get_agent(rt.db, turn.agent_id)
+    if turn.from_user or agent is None or agent.terminated:  # as `_read_facts` decides for an end nobody awaits
+        return None
+    notice = rt.sub_agents.completion_notice(agent, result)
+
+    def enqueue() -> None:
+        with rt.db.write() as s:
+            rt.router.enqueue_in(s, notice)
+
+    until_answered(enqueue, f"the notice of task {turn.task_id}")
+    return notice
 
 
 def _read_facts(rt: TurnRuntime, turn: Turn, outcome: TurnOutcome, waiters: TurnWaiters) -> _Facts:

@@ -17,6 +17,7 @@ class TurnWaiter:
         self.agent_id = agent_id
         self.event = threading.Event()
         self.result: TurnResult | None = None
+        self.closed = False  # it gave up: a result handed now is refused (its turn's end sends a notice instead)
 
     def wait(self, timeout_s: float, should_stop: Callable[[], bool]) -> TurnResult | None:
         deadline = time.monotonic() + timeout_s
@@ -26,16 +27,16 @@ class TurnWaiter:
                 if remaining <= 0:
                     break
                 self.event.wait(min(0.1, remaining))
-            return self.result
         finally:
             self.cancel()
+        return self.result  # settled by `cancel`: no result is handed to it after this
 
     def cancel(self) -> None:
         self._waiters.drop(self)
 
-    def hand(self, result: TurnResult) -> None:
-        self.result = result
-        self.event.set()
+    def hand(self, result: TurnResult) -> bool:
+        """Give it the result; False when it gave up first (then the result is the caller's to send on)."""
+        return self._waiters.hand(self, result)
 
 
 class TurnWaiters:
@@ -59,5 +60,15 @@ class TurnWaiters:
 
     def drop(self, waiter: TurnWaiter) -> None:
         with self._lock:
+            waiter.closed = True
             if self._by_agent.get(waiter.agent_id) is waiter:
                 del self._by_agent[waiter.agent_id]
+
+    def hand(self, waiter: TurnWaiter, result: TurnResult) -> bool:
+        """Hand or refuse under the lock its giving up takes, so a result is never handed to a wait that ended."""
+        with self._lock:
+            if waiter.closed:
+                return False
+            waiter.result = result
+            waiter.event.set()
+            return True

@@ -44,10 +44,12 @@ class FlakyDatabase(Database):
     def __init__(self, url: str):
         super().__init__(url)
         self.fail_before = self.fail_after = self.writes = 0
+        self.on_write = lambda: None  # runs as each write transaction begins
 
     @contextmanager
     def write(self, **kwargs):  # the group commit's too (`first=True`): a turn's end shares its batches
         self.writes += 1
+        self.on_write()
         if self.fail_before:
             self.fail_before -= 1
             raise OperationalError("UPDATE", {}, Exception("database is down"))
@@ -130,7 +132,7 @@ def turn_end(db, monkeypatch):
                 drained=[SimpleNamespace(seq=0, role="assistant")])
     transport = Transport()
     sender = TaskEventSender(rt.event_log, transport, task_id=task.id, conversation_id=conv.id, agent_id=sub.id)
-    end = lambda outcome: finish_turn(rt, turn, sender, outcome, TurnWaiters())  # noqa: E731
+    end = lambda outcome, waiters=None: finish_turn(rt, turn, sender, outcome, waiters or TurnWaiters())  # noqa: E731
     return SimpleNamespace(end=end, task_id=task.id, master=master, sub=sub, naps=naps, delivered=delivered,
                            transport=transport, turn=turn, conv=conv, rt=rt)
 
@@ -227,3 +229,34 @@ def test_a_turn_another_process_took_over_keeps_its_end_and_sends_no_notice(db, 
     assert (task.status, task.owner, task.error) == (TaskStatus.FAILED, "the-other-process", {"code": "interrupted"})
     assert queue.list_queued(db, t.master.id) == [] and t.delivered == []
     assert _logged(db, t.task_id) == [] and t.transport.emitted == []
+
+
+def test_a_blocking_wait_that_gives_up_while_the_sub_agent_ends_gets_its_result_as_a_notice(db, turn_end):
+    """A blocking create_sub_agent that gives up (its timeout, or a stop) tells the master a notice will follow.
+    When it gives up while the sub-agent's turn is ending (after the end saw it waiting, before the result was
+    handed over), the result must still reach the master: as that notice, in its queue."""
+    t = turn_end
+    waiters = TurnWaiters()
+    waiter = waiters.expect(t.sub.id)
+    gave_up: list[object] = []
+
+    def give_up() -> None:  # the wait's deadline passes as the end commits
+        if not gave_up:
+            gave_up.append(waiter.wait(0, lambda: True))
+
+    db.on_write = give_up
+    assert t.end(TurnOutcome(SUCCEEDED), waiters) is True
+    assert gave_up == [None] and waiter.result is None
+    [notice] = queue.list_queued(db, t.master.id)
+    assert notice.id == f"done-{t.task_id}"
+    assert notice.content.startswith(f"[Sub-agent {t.sub.display_name} succeeded")
+    assert [n.id for n in t.delivered] == [notice.id]
+
+
+def test_a_result_handed_to_a_blocking_wait_is_not_also_sent_as_a_notice(db, turn_end):
+    t = turn_end
+    waiters = TurnWaiters()
+    waiter = waiters.expect(t.sub.id)
+    assert t.end(TurnOutcome(SUCCEEDED), waiters) is True
+    assert waiter.wait(1, lambda: False) is not None and waiter.result.status == TaskStatus.SUCCEEDED
+    assert queue.list_queued(db, t.master.id) == [] and t.delivered == []
