@@ -11,6 +11,7 @@ stopped process are routed at start-up or with the conversation's next send.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -154,10 +155,11 @@ class RoutingInbox:
                             target_agent=agent.display_name)
 
         def release(agent: Agent, message_type: str, question_id: str | None) -> RouteResult | None:
-            """Where the release starts the agent's turn, it writes the record of the delivery itself."""
-            message = PendingMessage.new(conversation_id=conv.id, target_agent_id=agent.id, type=message_type,
-                                         content=held.content, source_display_name="user", question_id=question_id,
-                                         meta=meta, id=held.id)
+            """Where the release starts the agent's turn, it writes the record of the delivery itself. The message
+            keeps the time it was sent (`created_at`, as stored): a blocked ask that began after it is not
+            answered by it (`AskWaiter.matches`)."""
+            message = dataclasses.replace(held, target_agent_id=agent.id, type=message_type, question_id=question_id,
+                                          meta=meta)
             return rt.router.release(message, claimed_meta=lambda task_id: meta.merged(
                 routed=routed_to(agent, TRIGGERED_NEW_TURN, task_id)))
 

@@ -136,3 +136,40 @@ def test_a_stopped_background_sub_agent_reports_to_its_master(server, llm):
     events = server.wait_task(follow[1]["task_id"])["events"]
     assert events[0]["data"]["message"].startswith("[Sub-agent InfoAgent_1 stopped")
     hold.set()
+
+
+def test_a_message_sent_before_a_question_was_asked_does_not_answer_it(server, llm):
+    """A message the user sent while the agent worked, routed by a slow pipeline only after the agent asked the
+    user something, was written before the question: it is no answer to it (AskWaiter), the question stays open
+    and the user's reply to it answers it."""
+    think, routing, route = threading.Event(), threading.Event(), threading.Event()
+    llm.script(tool_calls(("ask_user", {"question": "Which city?"}), wait=think), match=MASTER)
+    llm.script(text("Lisbon it is, and I will look at the weather too."), match=MASTER)
+    first = server.send("plan a trip for me")
+    cid = first["conversation_id"]
+
+    def slow_route(body):
+        routing.set()
+        route.wait(15)
+        return text('{"query": "What is the weather in Tokyo tomorrow?", "agent": "MasterAgent"}')
+
+    llm.script(dynamic(slow_route), match=ROUTER)
+    answers = {}
+    sending = threading.Thread(target=lambda: answers.setdefault(
+        "early", server.send("What is the weather in Tokyo tomorrow?", cid)))
+    sending.start()
+    assert routing.wait(15), "the second message is routed by the pipeline"
+    think.set()  # the master asks its question while the message waits for its route
+    question = server.wait_event(first["task_id"], AskUserEvent.TYPE)
+    route.set()
+    sending.join(15)
+    early = answers["early"]
+    assert (early["route"], early["delivery"]) == (Route.PIPELINE, Delivery.INJECTED_INLINE)
+
+    reply = server.send("Lisbon", cid, question_id=question["question_id"])
+    assert (reply["route"], reply["delivery"]) == (Route.HIL, Delivery.RESOLVED)
+    assert server.wait_task(first["task_id"])["status"] == TaskStatus.SUCCEEDED
+    result = json.loads(next(m["content"] for m in history(server, cid) if m["role"] == "tool"))
+    assert result["answer"] == "Lisbon"
+    users = [m["content"] for m in history(server, cid) if m["role"] == "user"]
+    assert users[-1].startswith("What is the weather in Tokyo tomorrow?")  # inline, after the ask
