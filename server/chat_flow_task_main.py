@@ -43,6 +43,7 @@ def _stream_reply(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: 
     messages = build_model_messages(rt, turn, sender, tools, refused_at=refused_at)
     if turn.stopped():
         raise _StoppedWhileCompacting
+    turn.unread.clear()  # the request below reads what the inline batches drained
     if turn.active_recorded:  # the turn's start wrote it, in the claim's transaction
         turn.active_recorded = False
     elif turn.from_user:  # the pre-reasoning hook: a turn on the user's messages (never a background task's)

@@ -29,6 +29,7 @@ def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender
         return 0  # (a read, not a write batch's wait: mostly nothing is queued)
     drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
     turn.note_drained(drained)
+    turn.unread.extend(m.message_id for m in drained)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)
     if drained:
         emit_pending_count(rt, turn.conversation_id, turn.agent_id)

@@ -11,7 +11,7 @@ import functools
 import uuid
 from typing import Any, Final, cast
 
-from sqlalchemy import Insert, Row, Table, bindparam, exists, func, select, update
+from sqlalchemy import Insert, Row, Table, bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -140,6 +140,21 @@ def requeue_unwritten_answers_in(session: Session, agent_id: str) -> int:
     wrote them into the history as the ask's result, so they go back to the queue (one statement: the last
     entry's time is read by the UPDATE itself)."""
     return rowcount(session.connection().execute(_REQUEUE_ANSWERS, {"agent": agent_id}))
+
+
+def put_back_in(session: Session, agent_id: str, drained_by: str, message_ids: list[str]) -> int:
+    """Undo an inline drain that no model request read (its turn was stopped right after it): the messages that
+    `drained_by`'s drains took leave the agent's history and are queued again, in their places (`seq`), for the
+    turn that follows the stop."""
+    ids = list(session.scalars(select(PendingMessageRow.id).where(
+        PendingMessageRow.id.in_(message_ids), PendingMessageRow.target_agent_id == agent_id,
+        PendingMessageRow.status == CONSUMED, PendingMessageRow.consumed_by.like(f"{drained_by[:27]}:%"))))
+    if not ids:
+        return 0
+    session.execute(delete(Message).where(Message.agent_id == agent_id, Message.message_id.in_(ids)))
+    session.execute(update(PendingMessageRow).where(PendingMessageRow.id.in_(ids))
+                    .values(status=QUEUED, consumed_by=None, consumed_at=None))
+    return len(ids)
 
 
 def requeue_in(session: Session, message_id: str, consumed_by: str) -> bool:

@@ -199,6 +199,10 @@ def _commit_in(s: Session, rt: TurnRuntime, turn: Turn, sender: TaskEventSender,
     # turn's end made for nothing where no ask took one, issue 26).
     if answers:
         queue.requeue_unwritten_answers_in(s, turn.agent_id)
+    # Messages an inline batch drained just before a stop, which no model request read, go back to the queue: the
+    # follow-up turn answers them, as it does those the stop left queued (docs/API.md, `POST /api/tasks`).
+    if outcome.status == STOPPED and turn.unread:
+        queue.put_back_in(s, turn.agent_id, turn.task_id, turn.unread)
     change = _release_in(rt, s, turn.agent_id, outcome)
     events: list[Event] = []
     if change is not None:

@@ -70,6 +70,9 @@ class Turn:
     # last message the user wrote it (drained at its start or inline), for the suggestions and a sub-agent's result.
     reply: tuple[str, str] | None = None
     user_text: str | None = None
+    # The ids of the messages its inline batches drained since its last model request: none has read them yet. A
+    # stop before the next request puts them back in the queue (server/turns/end.py), for the follow-up turn.
+    unread: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     stop_event: threading.Event = field(default_factory=threading.Event)
     history: HistoryTail = field(init=False)  # the history its model requests read (only what is new each time)

@@ -88,6 +88,23 @@ def test_requeue_undoes_only_its_own_take_and_keeps_the_place(team):
     assert queue.get_message(db, ids[0]).consumed_by == "ask:q1"
 
 
+def test_a_drain_put_back_leaves_the_history_and_waits_in_its_place(team):
+    """A stopped turn's end puts back what its inline batch drained and no model request read."""
+    db, conv, master, sub = team
+    ids = _queue(db, *[_values(conv, master, c) for c in "abc"])
+    with db.write() as s:
+        queue.take_in(s, ids[0], consumed_by="ask:q1")
+        drained = queue.drain_in(s, master.id, "task-1")
+        messages.append_in(s, conv.id, master.id, [MessageDraft(role="user", content=r.content, message_id=r.id)
+                                                   for r in drained])
+    with db.write() as s:
+        assert queue.put_back_in(s, sub.id, "task-1", ids) == 0  # another agent's: nothing
+        assert queue.put_back_in(s, master.id, "task-2", ids) == 0  # another turn's drain: nothing
+        assert queue.put_back_in(s, master.id, "task-1", [ids[0], ids[2]]) == 1  # not the one an ask took
+    assert _ids(queue.list_queued(db, master.id)) == [ids[2]]
+    assert [m.content for m in messages.list_messages(db, master.id)] == ["b"]
+
+
 def test_answers_taken_by_an_ask_after_the_last_write_go_back(team):
     db, conv, master, sub = team
     ids = _queue(db, *[_values(conv, master, c, type_="answer") for c in "abcd"], _values(conv, sub, "e"))
