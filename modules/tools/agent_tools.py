@@ -7,6 +7,7 @@ answer, a message from the agent asked, the timeout, or a stop.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -20,6 +21,7 @@ from modules.statuses import Delivery, MessageSource, Route, Visibility
 from modules.storage import agents as agent_store
 from modules.storage import pending_messages as queue
 from modules.storage import tasks as task_store
+from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent
 from modules.sub_agent.manager import SubAgentError
@@ -143,17 +145,35 @@ def _terminate_sub_agent(ctx: ToolContext, args: DisplayNameArguments) -> dict[s
 
 
 # -- sub-agent tools ---------------------------------------------------------
+class _Terminated:
+    """Whether the agent asked was terminated: its queue, the question with it, was discarded, so no answer can
+    come. A blocked ask's stop check calls it ten times a second; it reads the agent at most once a second."""
+
+    def __init__(self, db: Database, agent_id: str):
+        self._db, self._agent_id = db, agent_id
+        self._next_read, self.seen = 0.0, False
+
+    def __call__(self) -> bool:
+        if not self.seen and time.monotonic() >= self._next_read:
+            agent = agent_store.get_agent(self._db, self._agent_id)
+            self.seen = agent is None or agent.terminated
+            self._next_read = time.monotonic() + 1.0
+        return self.seen
+
+
 def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, Any]:
     svc = ctx.require_services()
     question_id = f"q_{uuid.uuid4().hex[:12]}"
     waiter = svc.router.begin_ask(ctx.agent_id, question_id, target.id)
+    terminated = _Terminated(svc.db, target.id)
     try:
         svc.states.transition(ctx.agent_id, agent_state.WAITING)
         try:
             svc.router.route_message(target.id, _message(ctx, target, "ask", question, question_id=question_id))
         except RouteError as exc:
             return _error(str(exc), question_id=question_id)
-        answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s, ctx.should_stop)
+        answer = svc.router.wait_for_answer(waiter, svc.settings.ask_timeout_s,
+                                            lambda: ctx.should_stop() or terminated())
     finally:
         svc.router.end_ask(waiter)
         svc.states.transition(ctx.agent_id, agent_state.RUNNING)
@@ -168,6 +188,8 @@ def _blocking_ask(ctx: ToolContext, target: Agent, question: str) -> dict[str, A
                 "from": answer.source_display_name}
     if ctx.should_stop():
         return _error("stopped by the user while waiting for the answer", question_id=question_id)
+    if terminated.seen:
+        return _error(f"{target.display_name} was terminated before it answered", question_id=question_id)
     return _error(f"no answer from {target.display_name} within {svc.settings.ask_timeout_s:g} s",
                   question_id=question_id)
 
