@@ -27,7 +27,8 @@ def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender
     messages a read made a moment ago found queued (the turn's start), instead of looking again."""
     if queued == 0 or (queued is None and not rt.router.has_queued(turn.agent_id)):
         return 0  # (a read, not a write batch's wait: mostly nothing is queued)
-    drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id)
+    drained = rt.router.consume_pending_messages(turn.agent_id, turn.conversation_id, turn.task_id,
+                                                 owner=rt.membership.process_id)
     turn.note_drained(drained)
     turn.unread.extend(m.message_id for m in drained)
     emit_user_messages(sender, drained, INJECTED_INLINE, turn.display_name)

@@ -48,7 +48,7 @@ from modules.multi_agent.router_hooks import RouterHooks
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
-from modules.storage import send_batch, unrouted
+from modules.storage import send_batch, tasks, unrouted
 from modules.storage.agents import ReceiverRow
 from modules.storage.db import Database, DatabaseUnavailable
 from modules.storage.group_commit import GroupCommit
@@ -291,12 +291,15 @@ class MessageRouter:
         ]
         return message_store.append_in(session, conversation_id, agent_id, drafts) if drafts else []
 
-    def consume_pending_messages(self, agent_id: str, conversation_id: str, consumed_by: str) -> list[Message]:
+    def consume_pending_messages(self, agent_id: str, conversation_id: str, consumed_by: str,
+                                 owner: str | None = None) -> list[Message]:
         """Drain the queue into the history in one transaction: each message is consumed exactly once. The
         transaction is the group commit's (the drains before every model call of hundreds of turns, and the
-        sends, share commits)."""
-        return self._writer.call(lambda s: self.drain_to_history_in(s, agent_id, conversation_id, consumed_by,
-                                                                    last_starts_work=False))
+        sends, share commits). `owner`: nothing is drained unless the task `consumed_by` is still its (a turn
+        taken over leaves the queue to the new owner's turn)."""
+        return self._writer.call(lambda s: [] if owner and not tasks.still_owned_in(s, consumed_by, owner) else
+                                 self.drain_to_history_in(s, agent_id, conversation_id, consumed_by,
+                                                          last_starts_work=False))
 
     def has_queued(self, agent_id: str) -> bool:
         return queue.has_queued(self._db, agent_id)

@@ -24,6 +24,7 @@ from modules.storage import tasks as task_store
 from modules.storage.db import Database
 from modules.storage.group_commit import GroupCommit
 from modules.storage.message_meta import MessageMeta
+from modules.storage.models import Task
 from modules.storage.users import get_or_create_user
 from modules.tools.sandbox import Sandbox
 from modules.tracing import Tracing
@@ -93,8 +94,8 @@ def test_a_message_drained_just_before_a_stop_waits_in_the_queue_for_the_follow_
     c.rt.tools = Tools(during={0: lambda: _queue(c, "actually, do it in Lisbon")})
     drain = c.rt.router.consume_pending_messages
 
-    def drained_as_the_stop_comes(*args):
-        drained = drain(*args)
+    def drained_as_the_stop_comes(*args, **kwargs):
+        drained = drain(*args, **kwargs)
         c.turn.stop_event.set()  # the user's stop lands while the inline batch commits
         return drained
 
@@ -122,3 +123,24 @@ def test_a_turn_that_answers_what_its_inline_batch_drained_leaves_the_queue_empt
     c.rt.model = Model(calls("run_command"), ModelReply("Lisbon and Porto.", [], "stop"))
     assert _run_and_end(c) == TurnOutcome(SUCCEEDED)
     assert queue.list_queued(c.db, c.master.id) == [] and _users(c) == ["and Porto too"]
+
+
+def test_a_turn_taken_over_just_before_its_inline_batch_leaves_the_queue_to_the_new_owner(chat):
+    """Another process judged this one gone and took the task over (its recovery released the agent and starts
+    the turn of what is queued): the old turn's inline batch must not drain the queue into a turn that ends
+    without a model request, or nobody answers what it took."""
+    c = chat
+    c.rt.model = Model(calls("run_command"), ModelReply("never", [], "stop"))
+    c.rt.tools = Tools(during={0: lambda: _queue(c, "for whoever runs the agent now")})
+    looked = c.rt.router.has_queued
+
+    def taken_over_after_the_round(agent_id):
+        if c.rt.tools.ran:
+            with c.db.write() as s:
+                s.get(Task, c.turn.task_id).owner = "the-other-process"
+        return looked(agent_id)
+
+    c.rt.router.has_queued = taken_over_after_the_round
+    assert handle_task_with_sender(c.rt, c.turn, c.sender) == TurnOutcome(STOPPED)
+    assert [m.content for m in queue.list_queued(c.db, c.master.id)] == ["for whoever runs the agent now"]
+    assert _users(c) == []
