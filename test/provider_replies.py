@@ -80,13 +80,14 @@ def cut_at_length(content: str, finish_reason: str = "length") -> RawChunksStep:
     return RawChunksStep((*chunks, _choice({}, finish_reason)))
 
 
-def kimi_stream(content: str, prompt: int, completion: int) -> RawChunksStep:
-    """Kimi (Moonshot): usage inside the last chunk's choice, beside its finish_reason, not at the chunk's top."""
+def kimi_stream(content: str, prompt: int, completion: int, *, cached: int = 0) -> RawChunksStep:
+    """Kimi (Moonshot): usage inside the last chunk's choice, beside its finish_reason, not at the chunk's top;
+    its context cache's hits as `cached_tokens` at the top of usage."""
     chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
     chunks += [_choice({"content": piece}) for piece in _pieces(content)]
     last = _choice({}, "stop")
     last["choices"][0]["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                                   "total_tokens": prompt + completion}
+                                   "total_tokens": prompt + completion} | ({"cached_tokens": cached} if cached else {})
     return RawChunksStep((*chunks, last))
 
 

@@ -9,7 +9,7 @@ The quirks of real providers it absorbs (README, "Providers"):
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
 - a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call;
 - usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi), or in its
-  `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` for cached input.
+  `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` and Kimi's top-level `cached_tokens` for cached input.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def parse_usage(raw: Any) -> Usage | None:
     return Usage(
         prompt_tokens=_count(raw.get("prompt_tokens")),
         completion_tokens=_count(raw.get("completion_tokens")),
-        cached_tokens=cached or _count(raw.get("prompt_cache_hit_tokens")),
+        cached_tokens=cached or _count(raw.get("prompt_cache_hit_tokens")) or _count(raw.get("cached_tokens")),
         reasoning_tokens=reasoning,
     )
 

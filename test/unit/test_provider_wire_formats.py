@@ -279,6 +279,14 @@ def test_groq_usage_in_x_groq_is_read(llm):
     assert make_model(llm).stream_chat(messages=USER).usage == Usage(prompt_tokens=18, completion_tokens=439)
 
 
+def test_kimi_cache_hits_at_the_top_of_usage_are_counted_as_cached(llm):
+    llm.script(kimi_stream("Cached.", prompt=2000, completion=5, cached=1536))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.usage == Usage(prompt_tokens=2000, completion_tokens=5, cached_tokens=1536)
+
+
 def test_a_reply_without_usage_says_so(llm):
     assert make_model(llm).stream_chat(messages=USER).usage is None
 
