@@ -226,8 +226,9 @@ class Settings:
         "recognition", one_of("combined", "separate"))
     model_prices_path: Path | None = setting(
         "MODEL_PRICES", None, "path of a TOML file: `[models.\"<model>\"]` with `input`, `cached_input` (default "
-        "`input`) and `output`, each per million tokens; turns the ledger's tokens into `cost`; a model without "
-        "an entry has `cost: null`", PATH)
+        "`input`) and `output`, each per million tokens; turns the ledger's tokens into `cost` (the entry of the "
+        "model that answered, else of the one asked for: OpenAI answers with a dated snapshot's name); a model "
+        "without an entry has `cost: null`", PATH)
     budget_tokens_per_day: float | None = setting(
         "BUDGET_TOKENS_PER_DAY", None, "each user's limit of tokens (prompt + completion of every model request: "
         "agents, routing, suggestions, compaction) in the current UTC day", POSITIVE)

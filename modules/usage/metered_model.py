@@ -61,7 +61,7 @@ class MeteredChatModel:
                 reply = self.inner.stream_chat(messages=messages, tools=tools, model=model, on_text=text,
                                                should_stop=should_stop, on_reasoning=on_reasoning)
             except ModelError as exc:
-                self._record(context, asked, FAILED, None, messages, tools, exc.partial,
+                self._record(context, asked, asked, FAILED, None, messages, tools, exc.partial,
                              time.monotonic() - started, first[0] if first else None, span)
                 self.tracing.failed(span, exc.code)
                 raise
@@ -69,13 +69,13 @@ class MeteredChatModel:
             output = reply.content + "".join(call.name + call.arguments for call in reply.tool_calls)
             status = STOPPED if reply.finish_reason == "stopped" else OK
             first_token = reply.first_token_s if reply.first_token_s is not None else (first[0] if first else None)
-            self._record(context, answered, status, reply, messages, tools, output + reply.reasoning,
+            self._record(context, answered, asked, status, reply, messages, tools, output + reply.reasoning,
                          reply.latency_s or time.monotonic() - started, first_token, span)
             if span is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason or ""])
         return reply
 
-    def _record(self, context: CallContext, model: str, status: str, reply: ModelReply | None,
+    def _record(self, context: CallContext, model: str, asked: str, status: str, reply: ModelReply | None,
                 messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, output: str, latency_s: float,
                 first_token_s: float | None, span: Span | None) -> None:
         usage = reply.usage if reply is not None else None
@@ -90,7 +90,7 @@ class MeteredChatModel:
         self.ledger.record(UsageRecord(
             context=context, user_id=user_id, model=model, status=status, estimated=usage is None,
             prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, reasoning_tokens=reasoning,
-            cost=self.prices.cost(model, prompt, cached, completion), latency_s=latency_s,
+            cost=self.prices.cost(model, prompt, cached, completion, asked=asked), latency_s=latency_s,
             first_token_s=first_token_s, created_at=time.time()))
         if span is not None:
             span.set_attributes({"gen_ai.response.model": model, "gen_ai.usage.input_tokens": prompt,

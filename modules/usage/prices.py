@@ -7,7 +7,8 @@ A TOML file with one table per model (README, "Configuration"):
     cached_input = 1.25  # per million cached prompt tokens (default: input)
     output = 10.0        # per million completion tokens (reasoning tokens included)
 
-A model without a price has no cost (`None`), never a cost of zero.
+A model without a price has no cost (`None`), never a cost of zero. The model that answered is priced by its
+own entry, else by the entry of the model asked for (OpenAI answers with a dated snapshot's name).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ class Price:
 class PriceTable:
     prices: dict[str, Price]
 
-    def cost(self, model: str, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> float | None:
-        price = self.prices.get(model)
+    def cost(self, model: str, prompt_tokens: int, cached_tokens: int, completion_tokens: int, *,
+             asked: str | None = None) -> float | None:
+        """`model`: the one that answered; `asked`: the one requested, whose price applies when the answering
+        one has none (OpenAI answers "gpt-4o" with its snapshot, "gpt-4o-2024-08-06")."""
+        price = self.prices.get(model) or (self.prices.get(asked) if asked is not None else None)
         if price is None:
             return None
         cached = min(cached_tokens, prompt_tokens)

@@ -81,6 +81,17 @@ def test_reported_tokens_are_recorded_as_reported_with_who_asked(led):
     assert ledger.take_task("t1").requests == 0  # taken once, at the turn's end
 
 
+def test_a_price_for_the_model_asked_for_prices_the_snapshot_that_answered(led):
+    db, _writer, ledger, _user, conv, _master = led
+    prices = PriceTable({"gpt-4o": Price(2.5, 1.25, 10.0)})
+    reply = ModelReply("hi", [], "stop", usage=Usage(1000, 100), model="gpt-4o-2024-08-06")
+    _meter(ledger, reply, prices=prices).bound(CallContext(AGENT, conv.id)).stream_chat(messages=[], model="gpt-4o")
+    ledger.flush()
+    [row] = _rows(db)
+    assert row.model == "gpt-4o-2024-08-06"  # the model that answered, as the provider named it
+    assert row.cost == pytest.approx((1000 * 2.5 + 100 * 10.0) / 1e6)
+
+
 def test_without_reported_usage_the_tokens_are_estimated_and_marked(led):
     db, _writer, ledger, _user, conv, _master = led
     reply = ModelReply("a reply of some words", [ToolCall("c1", "run_command", '{"command": "ls"}')], "tool_calls")
