@@ -61,7 +61,7 @@ class MeteredChatModel:
                 reply = self.inner.stream_chat(messages=messages, tools=tools, model=model, on_text=text,
                                                should_stop=should_stop, on_reasoning=on_reasoning)
             except ModelError as exc:
-                self._record(context, asked, asked, FAILED, None, messages, tools, exc.partial,
+                self._record(context, asked, asked, FAILED, None, messages, tools, exc.partial + exc.partial_reasoning,
                              time.monotonic() - started, first[0] if first else None, span)
                 self.tracing.failed(span, exc.code)
                 raise

@@ -113,6 +113,17 @@ def test_a_failed_request_is_recorded_with_its_estimated_prompt_and_raised(led):
     assert row.status == FAILED and row.estimated and row.prompt_tokens > 0 and row.completion_tokens > 0
 
 
+def test_the_thinking_a_failed_request_streamed_counts_in_its_estimated_completion(led):
+    db, _writer, ledger, _user, conv, _master = led
+    thinking = "Let me think about the files this user wants, step by step, before I answer. " * 20
+    meter = _meter(ledger, ModelError("server_error", "boom", partial="", partial_reasoning=thinking))
+    with pytest.raises(ModelError):
+        meter.bound(CallContext(AGENT, conv.id)).stream_chat(messages=[{"role": "user", "content": "hello"}])
+    ledger.flush()
+    [row] = _rows(db)
+    assert row.status == FAILED and row.estimated and row.completion_tokens >= 200
+
+
 def test_an_unbound_call_is_still_recorded_as_unattributed(led):
     db, _writer, ledger, _user, _conv, _master = led
     _meter(ledger, ModelReply("x", [], "stop")).stream_chat(messages=[])
