@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from modules.event_catalogue import AiMessageStartEvent, ReasoningChunkEvent, TextChunkEvent, TextEndEvent
 from modules.llm import ModelError, ModelReply
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
+from modules.storage import agents as agent_store
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent, Message
 from modules.storage.records import new_id
@@ -114,6 +115,8 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):
             return TurnOutcome(FAILED, {"code": "budget_exceeded", "message": over.message,
                                         "resets_at": over.resets_at})
+        if iteration:  # the round before's inline batch, once this request is sure to be made: a turn that ends
+            inject_runtime_user_message(rt, turn, sender)  # here (over budget) leaves the queue to the next one
         message_id = new_id()
         try:
             reply = _reply_within_window(rt, turn, sender, message_id)
@@ -139,7 +142,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         if not calls:
             return TurnOutcome(SUCCEEDED)
-        execute_tool_calls(rt, turn, sender, calls, inline_batch=iteration + 1 < limit)
+        execute_tool_calls(rt, turn, sender, calls, inline_batch=False)
     return TurnOutcome(FAILED, {"code": "iteration_limit",
                                 "message": f"stopped after {limit} model calls without a final answer"})
 
@@ -161,7 +164,16 @@ def poll_completion_notifications(rt: TurnRuntime, agent_id: str, claim: StartTu
     """
     if not queued and not rt.router.has_queued(agent_id):
         return None
+    if rt.budgets.active and _owner_over_budget(rt, agent_id):
+        return None  # what is queued stays queued for a turn the budget allows (docs/API.md, "Usage and budgets")
     return claim(agent_id, collect_queue(rt, agent_id))
+
+
+def _owner_over_budget(rt: TurnRuntime, agent_id: str) -> bool:
+    """Whether the user of the agent's conversation has used up a budget: a turn would end before its first
+    model request, with the queue it took read into its history and never answered."""
+    agent = agent_store.get_agent(rt.db, agent_id)
+    return agent is not None and rt.budgets.exceeded(rt.ledger.user_of(agent.conversation_id)) is not None
 
 
 def collect_queue(rt: TurnRuntime, agent_id: str) -> Collect:

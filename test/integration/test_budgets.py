@@ -5,13 +5,14 @@ budget ends after its current round with an `error` event, its history whole."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import socketio
 
 from modules.event_catalogue import ErrorEvent, ToolResultEvent
-from modules.statuses import TaskStatus
-from test.conftest import TWO_USERS, event_types
+from modules.statuses import QueueStatus, TaskStatus
+from test.conftest import TWO_USERS, event_types, wait_until
 from test.db_urls import fresh_database
 from test.scripted_llm import StepUsage, text, tool_calls
 
@@ -83,3 +84,24 @@ def test_a_turn_that_crosses_the_budget_ends_after_its_round_with_a_clear_error(
     assert len(llm.agent_requests) == 1  # no model request after the budget was used up
     history = server.get(f"/api/conversations/{sent['conversation_id']}/messages").json()["data"]
     assert [m["role"] for m in history] == ["user", "assistant", "tool"]
+
+
+def test_a_message_queued_while_a_turn_crosses_the_budget_stays_queued(make_server, llm):
+    server = make_server(env=BUDGET)
+    server.token = "tok-alice"
+    hold = threading.Event()
+    llm.script(tool_calls(("run_command", {"command": "echo one"}), usage=StepUsage(1100, 100), wait=hold),
+               text("never asked"))
+    first = server.send("work on it")
+    cid = first["conversation_id"]
+    wait_until(lambda: len(llm.agent_requests) == 1, what="the round that crosses the budget asked")
+    server.send("and this too", conversation_id=cid)  # accepted: the round's usage is not in yet
+    hold.set()
+    task = server.wait_task(first["task_id"])
+    assert task["status"] == TaskStatus.FAILED and task["error"]["code"] == "budget_exceeded"
+
+    queued = server.get(f"/api/conversations/{cid}/queued").json()["data"]
+    assert [(m["content"], m["status"]) for m in queued] == [("and this too", QueueStatus.QUEUED)]
+    history = server.get(f"/api/conversations/{cid}/messages").json()["data"]
+    assert "and this too" not in [m["content"] for m in history]
+    assert len(llm.agent_requests) == 1

@@ -15,6 +15,7 @@ from modules.storage import pending_messages as queue
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
+from modules.usage.budgets import Budgets
 from server.chat_flow_task_main import poll_completion_notifications
 
 
@@ -23,7 +24,8 @@ def pool(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'app.db'}")
     db.migrate()
     conv, master = conversations.create_conversation(db, get_or_create_user(db, "u").id, "t")
-    yield SimpleNamespace(db=db, rt=SimpleNamespace(router=MessageRouter(db)), conv=conv, master=master)
+    rt = SimpleNamespace(router=MessageRouter(db), budgets=Budgets(db, []))
+    yield SimpleNamespace(db=db, rt=rt, conv=conv, master=master)
     db.dispose()
 
 
@@ -68,7 +70,8 @@ def test_a_wake_for_a_message_just_queued_goes_to_the_claim_without_reading_the_
     looked: list[str] = []
     router = pool.rt.router
     pool.rt = SimpleNamespace(router=SimpleNamespace(has_queued=lambda agent_id: looked.append(agent_id) or True,
-                                                     drain_to_history_in=router.drain_to_history_in))
+                                                     drain_to_history_in=router.drain_to_history_in),
+                              budgets=Budgets(pool.db, []))
     claims: list[str] = []
 
     def claim(agent_id, collect):

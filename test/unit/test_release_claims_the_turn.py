@@ -33,6 +33,7 @@ from modules.storage.message_meta import MessageMeta, RoutedTo
 from modules.storage.session_store import SessionStore
 from modules.storage.users import get_or_create_user
 from modules.tracing import Tracing
+from modules.usage.budgets import Budgets
 from server.chat_flow_task_main import collect_queue, poll_completion_notifications
 from server.turns.event_log import EventLog
 from server.turns.manager import TurnManager
@@ -68,7 +69,7 @@ def team(tmp_path):
                          agent_states=AgentStates(db), active_agents=_Failing(SessionStore(db)),
                          metrics=SimpleNamespace(turns_started=SimpleNamespace(inc=lambda: None)),
                          membership=SimpleNamespace(process_id="me"), profile=lambda _role: PROFILES["MasterAgent"],
-                         spawn=lambda fn, *args: fn(*args), tracing=Tracing())
+                         spawn=lambda fn, *args: fn(*args), tracing=Tracing(), budgets=Budgets(db, []))
     runs: list[tuple[str, int]] = []
 
     def run(_rt, turn, _sender):
