@@ -91,7 +91,7 @@ class OpenAIChatModel:
 
         self._pools = ClientPools(max_connections, client)
         self.label = str(self._pools.clients[0].base_url).rstrip("/")
-        self._default_model = default_model or FALLBACK_MODEL
+        self.default_model = default_model or FALLBACK_MODEL  # what a request without a model asks for
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._backoff_base_s = backoff_base_s
@@ -112,7 +112,7 @@ class OpenAIChatModel:
         should_stop: Callable[[], bool] = never_stop,
         on_reasoning: Callable[[str], None] = ignore_text,
     ) -> ModelReply:
-        name = model or self._default_model
+        name = model or self.default_model
         request: dict[str, Any] = {"model": name, "messages": messages, "stream": True}
         if tools:
             request["tools"] = tools

@@ -29,7 +29,9 @@ class MeteredChatModel:
         self.inner, self.ledger, self.prices = inner, ledger, prices
         self.tracing = tracing or Tracing()
         self.label = inner.label
-        self._default_model = default_model
+        # A request without a model asks for LLM_MODEL, else the client's own default (OpenAIChatModel's
+        # gpt-4o-mini), never its endpoint's URL: a failed request is recorded and priced under that name.
+        self._default_model = default_model or str(getattr(inner, "default_model", ""))
 
     def bound(self, context: CallContext) -> BoundChatModel:
         return BoundChatModel(self, context)

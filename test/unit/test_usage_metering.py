@@ -13,6 +13,7 @@ from sqlalchemy import select
 from modules.config import ConfigError
 from modules.event_catalogue import TextEndEvent
 from modules.llm import ModelError, ModelReply, ToolCall, Usage
+from modules.llm.openai_model import FALLBACK_MODEL
 from modules.storage import conversations
 from modules.storage import tasks as task_store
 from modules.storage import usage as usage_store
@@ -26,6 +27,8 @@ from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import Price, PriceTable, load_prices
 from modules.usage.records import AGENT, FAILED, OK, UNATTRIBUTED, CallContext
 from test.db_urls import migrated_database
+from test.scripted_llm import error
+from test.unit.scripted_client import USER, make_model
 
 
 class Model:
@@ -122,6 +125,17 @@ def test_the_thinking_a_failed_request_streamed_counts_in_its_estimated_completi
     ledger.flush()
     [row] = _rows(db)
     assert row.status == FAILED and row.estimated and row.completion_tokens >= 200
+
+
+def test_a_failed_request_without_llm_model_is_recorded_under_the_model_the_client_asked_for(led, llm):
+    db, _writer, ledger, _user, conv, _master = led
+    llm.script(error(400, "bad request"))
+    meter = MeteredChatModel(make_model(llm, default_model=""), ledger, PriceTable({}), "")  # LLM_MODEL unset
+    with pytest.raises(ModelError):
+        meter.bound(CallContext(AGENT, conv.id)).stream_chat(messages=USER)
+    ledger.flush()
+    [row] = _rows(db)
+    assert (row.status, row.model) == (FAILED, FALLBACK_MODEL)  # not the endpoint's URL
 
 
 def test_an_unbound_call_is_still_recorded_as_unattributed(led):
