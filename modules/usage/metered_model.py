@@ -2,8 +2,9 @@
 
 Callers bind who a request is for (`bound(CallContext(...))`: its purpose, conversation, agent, task)
 and use the bound model as any ChatModel. Each request, answered, stopped or failed, becomes one
-UsageRecord in the ledger: the tokens the provider reported (`ModelReply.usage`), or an estimate
-marked `estimated` (modules/llm/tokens.py) when it reported none or the request failed.
+UsageRecord in the ledger (one stopped before it was sent is none): the tokens the provider reported
+(`ModelReply.usage`), or an estimate marked `estimated` (modules/llm/tokens.py) when it reported none or the
+request failed.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class MeteredChatModel:
             on_text(chunk)
 
         asked = model or self._default_model or self.inner.label
+        if should_stop():  # stopped before the request went out (the user's Stop): nothing was sent, nothing to count
+            return ModelReply("", [], "stopped", model=asked)
         with self.tracing.span(f"chat {asked}", {
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": asked,
                 "gen_ai.agent.name": context.agent or None, "gen_ai.conversation.id": context.conversation_id,

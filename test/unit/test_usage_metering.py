@@ -138,6 +138,15 @@ def test_a_failed_request_without_llm_model_is_recorded_under_the_model_the_clie
     assert (row.status, row.model) == (FAILED, FALLBACK_MODEL)  # not the endpoint's URL
 
 
+def test_a_request_stopped_before_it_was_sent_is_not_recorded(led, llm):
+    db, _writer, ledger, _user, conv, _master = led
+    meter = MeteredChatModel(make_model(llm), ledger, PriceTable({}), "")
+    reply = meter.bound(CallContext(AGENT, conv.id)).stream_chat(messages=USER, should_stop=lambda: True)
+    ledger.flush()
+    assert reply.finish_reason == "stopped" and llm.requests == []
+    assert _rows(db) == []  # nothing went out: no tokens to count against the user's budget
+
+
 def test_an_unbound_call_is_still_recorded_as_unattributed(led):
     db, _writer, ledger, _user, _conv, _master = led
     _meter(ledger, ModelReply("x", [], "stop")).stream_chat(messages=[])
