@@ -63,6 +63,15 @@ def gemini_parallel_calls(*calls: tuple[str, str, dict[str, Any]]) -> RawChunksS
     return RawChunksStep((*chunks, last))
 
 
+def gemini_thinking_text(content: str, *, prompt: int, completion: int, thoughts: int) -> RawChunksStep:
+    """Gemini's OpenAI endpoint with a thinking model: the thinking is not streamed, and its tokens are left out of
+    `completion_tokens` but counted in `total_tokens`."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": piece}) for piece in _pieces(content)]
+    last = _choice({}, "stop") | {"usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                            "total_tokens": prompt + completion + thoughts}}
+    return RawChunksStep((*chunks, last))
+
+
 def think_tags(reasoning: str, content: str) -> RawChunksStep:
     """A reasoning model served without a reasoning parser (vLLM, Ollama): `<think>…</think>` opens the
     content, split at awkward places."""

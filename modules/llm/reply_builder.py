@@ -9,7 +9,9 @@ The quirks of real providers it absorbs (README, "Providers"):
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
 - a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call;
 - usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi), or in its
-  `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` and Kimi's top-level `cached_tokens` for cached input.
+  `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` and Kimi's top-level `cached_tokens` for cached input;
+  thinking counted in `total_tokens` but left out of `completion_tokens` (Gemini) added to the completion as
+  reasoning.
 """
 
 from __future__ import annotations
@@ -102,11 +104,15 @@ def parse_usage(raw: Any) -> Usage | None:
     completion_details = raw.get("completion_tokens_details")
     cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else 0
     reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+    prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
+    # Gemini's OpenAI endpoint counts a thinking model's thoughts in `total_tokens` but not in `completion_tokens`:
+    # they are output, billed as such (OpenAI's completion_tokens includes its reasoning).
+    unlisted = max(0, _count(raw.get("total_tokens")) - prompt - completion)
     return Usage(
-        prompt_tokens=_count(raw.get("prompt_tokens")),
-        completion_tokens=_count(raw.get("completion_tokens")),
+        prompt_tokens=prompt,
+        completion_tokens=completion + unlisted,
         cached_tokens=cached or _count(raw.get("prompt_cache_hit_tokens")) or _count(raw.get("cached_tokens")),
-        reasoning_tokens=reasoning,
+        reasoning_tokens=reasoning or unlisted,
     )
 
 

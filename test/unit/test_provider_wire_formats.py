@@ -16,6 +16,7 @@ from test.provider_replies import (
     deepseek_thinking,
     ended_early,
     gemini_parallel_calls,
+    gemini_thinking_text,
     groq_stream,
     kimi_stream,
     openrouter_error,
@@ -65,6 +66,14 @@ def test_gemini_parallel_calls_at_one_index_stay_apart(llm):
         ("g-1", {"command": "date"}), ("g-2", {"command": "uptime"})]
     assert [c.extra_content for c in reply.tool_calls] == [GEMINI_SIGNATURE, None]
     assert reply.usage == Usage(prompt_tokens=50, completion_tokens=20)
+
+
+def test_gemini_thinking_left_out_of_completion_tokens_counts_as_reasoning_output(llm):
+    llm.script(gemini_thinking_text("Hi!", prompt=11, completion=9, thoughts=68))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.usage == Usage(prompt_tokens=11, completion_tokens=77, reasoning_tokens=68)
 
 
 def test_an_id_repeated_on_every_delta_of_one_call_is_one_call(llm):
