@@ -9,6 +9,7 @@ request failed.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,8 @@ from modules.tracing import Span, Tracing
 from modules.usage.ledger import UsageLedger
 from modules.usage.prices import PriceTable
 from modules.usage.records import FAILED, OK, STOPPED, UNATTRIBUTED, CallContext, UsageRecord
+
+log = logging.getLogger(__name__)
 
 
 class MeteredChatModel:
@@ -49,11 +52,17 @@ class MeteredChatModel:
                 on_reasoning: Callable[[str], None]) -> ModelReply:
         started = time.monotonic()
         first: list[float] = []
+        shown: list[str] = []  # what came back, should the call fail on our side (then no reply says it)
 
         def text(chunk: str) -> None:
             if not first:
                 first.append(time.monotonic() - started)
+            shown.append(chunk)
             on_text(chunk)
+
+        def reasoning(chunk: str) -> None:
+            shown.append(chunk)
+            on_reasoning(chunk)
 
         asked = model or self._default_model or self.inner.label
         if should_stop():  # stopped before the request went out (the user's Stop): nothing was sent, nothing to count
@@ -64,11 +73,18 @@ class MeteredChatModel:
                 "chat.purpose": context.purpose, "chat.task_id": context.task_id}, client=True) as span:
             try:
                 reply = self.inner.stream_chat(messages=messages, tools=tools, model=model, on_text=text,
-                                               should_stop=should_stop, on_reasoning=on_reasoning)
+                                               should_stop=should_stop, on_reasoning=reasoning)
             except ModelError as exc:
                 self._record(context, asked, asked, FAILED, None, messages, tools, exc.partial + exc.partial_reasoning,
                              time.monotonic() - started, first[0] if first else None, span)
                 self.tracing.failed(span, exc.code)
+                raise
+            except Exception:  # not the model's failure (a callback's: the database went away mid-stream), but
+                try:  # the request was made, and billed
+                    self._record(context, asked, asked, FAILED, None, messages, tools, "".join(shown),
+                                 time.monotonic() - started, first[0] if first else None, span)
+                except Exception:
+                    log.exception("a model request that failed on our side could not be metered")
                 raise
             answered = reply.model or asked
             output = reply.content + "".join(call.name + call.arguments for call in reply.tool_calls)

@@ -147,6 +147,21 @@ def test_a_request_stopped_before_it_was_sent_is_not_recorded(led, llm):
     assert _rows(db) == []  # nothing went out: no tokens to count against the user's budget
 
 
+def test_a_request_whose_streaming_failed_on_our_side_is_still_recorded(led):
+    db, _writer, ledger, _user, conv, _master = led
+
+    def on_text(_chunk):
+        raise RuntimeError("the event log's database went away")
+
+    meter = _meter(ledger, ModelReply("Half of a reply the provider billed", [], "stop"))
+    with pytest.raises(RuntimeError):
+        meter.bound(CallContext(AGENT, conv.id)).stream_chat(messages=[{"role": "user", "content": "hi"}],
+                                                             on_text=on_text)
+    ledger.flush()
+    [row] = _rows(db)
+    assert row.status == FAILED and row.estimated and row.prompt_tokens > 0 and row.completion_tokens > 0
+
+
 def test_an_unbound_call_is_still_recorded_as_unattributed(led):
     db, _writer, ledger, _user, _conv, _master = led
     _meter(ledger, ModelReply("x", [], "stop")).stream_chat(messages=[])
