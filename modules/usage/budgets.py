@@ -70,21 +70,23 @@ class Budgets:
         return bool(self.budgets)
 
     def exceeded(self, user_id: int | None) -> BudgetExceeded | None:
-        """The first of the user's budgets used up now, or None (also with no budgets set)."""
+        """The user's budget used up now that resets last (a day's and the month's both used up: the month's, since
+        past midnight the month's still refuses), or None (also with no budgets set)."""
         if not self.budgets or user_id is None:
             return None
         self._flush()  # this process's rows still deferred count too
         at = self._clock()
         sums: dict[str, usage_store.UsageTotals] = {}
+        found: BudgetExceeded | None = None
         for budget in self.budgets:
             start, end = period_bounds(budget.period, at)
             if budget.period not in sums:
                 sums[budget.period] = usage_store.user_usage_since(self._db, user_id, start)
             totals = sums[budget.period]
             used = float(totals.total_tokens) if budget.kind == TOKENS else (totals.cost or 0.0)
-            if used >= budget.limit:
-                return BudgetExceeded(budget, used, end)
-        return None
+            if used >= budget.limit and (found is None or end > found.resets_at):
+                found = BudgetExceeded(budget, used, end)
+        return found
 
 
 def budgets_from(*, tokens_per_day: float | None, tokens_per_month: float | None, cost_per_day: float | None,

@@ -243,6 +243,19 @@ def test_a_budget_counts_the_users_own_rows_of_its_period(led):
                                                                      (int(now // 86400), 600)]
 
 
+def test_over_a_days_and_a_months_budget_the_answer_is_when_sending_works_again(led):
+    db, writer, _ledger, user, conv, _master = led
+    now = datetime(2026, 6, 15, 12, tzinfo=UTC).timestamp()
+    writer.insert(ModelUsage.__table__, [dict(
+        user_id=user.id, conversation_id=conv.id, task_id=None, agent_id=None, agent="A", purpose=AGENT, model="m",
+        status=OK, estimated=False, prompt_tokens=900, completion_tokens=100, cached_tokens=0, reasoning_tokens=0,
+        cost=None, latency_s=0.1, first_token_s=None, created_at=now)])
+    over = Budgets(db, [Budget(TOKENS, DAY, 500), Budget(TOKENS, MONTH, 800)], clock=lambda: now).exceeded(user.id)
+    # Past midnight the month's budget still refuses: its reset is when the user may send again.
+    assert over is not None and over.budget == Budget(TOKENS, MONTH, 800)
+    assert over.resets_at == period_bounds(MONTH, now)[1]
+
+
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def any_db(request, tmp_path):
     with migrated_database(request.param, tmp_path) as database:
