@@ -239,10 +239,13 @@ def _first_seq(turn: Turn) -> int:
 
 
 def _suggest(rt: TurnRuntime, turn: Turn, next_idx: int | None) -> None:
-    """Suggestions follow a reply to the user: a turn that a user message started or joined. `next_idx`: the
-    index their event takes, the one after the end's events (None when unknown: their log is read)."""
+    """Suggestions follow a reply to the user: a turn that a user message started or joined, while the user is within
+    their budget. `next_idx`: the index their event takes, the one after the end's events (None when unknown: their
+    log is read)."""
     if turn.user_text is None or turn.reply is None:
         return
+    if rt.budgets.active and rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id)) is not None:
+        return  # a request past the user's budget, for chips a send would refuse (docs/API.md, "Usage and budgets")
     message_id, reply = turn.reply
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
                             agent_id=turn.agent_id, reply_message_id=message_id,

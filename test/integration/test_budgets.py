@@ -5,6 +5,7 @@ budget ends after its current round with an `error` event, its history whole."""
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -105,3 +106,20 @@ def test_a_message_queued_while_a_turn_crosses_the_budget_stays_queued(make_serv
     history = server.get(f"/api/conversations/{cid}/messages").json()["data"]
     assert "and this too" not in [m["content"] for m in history]
     assert len(llm.agent_requests) == 1
+
+
+def test_a_reply_that_crossed_the_budget_gets_no_suggestions(make_server, llm):
+    server = make_server(env={**BUDGET, "BUDGET_TOKENS_PER_DAY": "100000"})  # Bob's estimates stay well within it
+    llm.script(text("A long answer.", usage=StepUsage(150_000, 100)))
+    server.token = "tok-alice"
+    alice = server.send("spend it all")
+    assert server.wait_task(alice["task_id"])["status"] == TaskStatus.SUCCEEDED
+
+    llm.script(text("Bob's answer."))
+    server.token = "tok-bob"
+    bob = server.send("hello from bob")
+    server.wait_task(bob["task_id"])
+    # Bob's suggestions, asked after his reply, come after any of Alice's (asked after hers, earlier).
+    asked = wait_until(lambda: [r for r in llm.requests if "You suggest" in json.dumps(r.body)] or None,
+                       what="Bob's suggestions asked")
+    assert ["hello from bob" in json.dumps(r.body) for r in asked] == [True]  # none for a user over budget
