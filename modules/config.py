@@ -235,7 +235,8 @@ class Settings:
     budget_tokens_per_month: float | None = setting("BUDGET_TOKENS_PER_MONTH", None, "the same, in the current UTC "
                                                     "month", POSITIVE)
     budget_cost_per_day: float | None = setting("BUDGET_COST_PER_DAY", None, "each user's limit of cost (by "
-                                                "`MODEL_PRICES`) in the current UTC day", POSITIVE)
+                                                "`MODEL_PRICES`, which must then be set) in the current UTC day",
+                                                POSITIVE)
     budget_cost_per_month: float | None = setting("BUDGET_COST_PER_MONTH", None, "the same, in the current UTC "
                                                   "month", POSITIVE)
     metrics_token: str | None = setting(
@@ -252,6 +253,10 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.database_url:  # the default database lives under DATA_DIR
             object.__setattr__(self, "database_url", f"sqlite:///{self.data_dir / 'app.db'}")
+        if (self.budget_cost_per_day or self.budget_cost_per_month) and self.model_prices_path is None:
+            # Without prices every cost is null: the budget would never apply, and nothing would say so.
+            raise ConfigError("BUDGET_COST_PER_DAY and BUDGET_COST_PER_MONTH count cost by MODEL_PRICES: set "
+                              "MODEL_PRICES too")
 
     @property
     def workspaces_dir(self) -> Path:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select
 
-from modules.config import ConfigError
+from modules.config import ConfigError, Settings
 from modules.event_catalogue import TextEndEvent
 from modules.llm import ModelError, ModelReply, ToolCall, Usage
 from modules.llm.openai_model import FALLBACK_MODEL
@@ -205,6 +205,15 @@ def test_prices_from_toml_and_their_errors(tmp_path):
         path.write_text(bad)
         with pytest.raises(ConfigError):
             load_prices(path)
+
+
+@pytest.mark.parametrize("budget", ["BUDGET_COST_PER_DAY", "BUDGET_COST_PER_MONTH"])
+def test_a_cost_budget_without_prices_is_refused_at_start(tmp_path, budget):
+    with pytest.raises(ConfigError, match="MODEL_PRICES"):
+        Settings.from_env({budget: "5"})
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."gpt-x"]\ninput = 3\noutput = 15\n')
+    assert Settings.from_env({budget: "5", "MODEL_PRICES": str(prices)}).model_prices_path == prices
 
 
 def test_budget_periods_are_utc_days_and_months():
