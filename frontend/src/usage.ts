@@ -25,6 +25,7 @@ function compact(n: number): string {
 
 export function costText(cost: number | null): string {
   if (cost === null) return "";
+  if (cost > 0 && cost < 0.0001) return "<$0.0001"; // a short request of a cheap model: not "$0.0000"
   return cost >= 0.01 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`;
 }
 
