@@ -87,7 +87,8 @@ def _reply_marks(reply: ModelReply) -> MessageMeta:
     provider's content filter; and the model's thinking."""
     stopped = True if reply.finish_reason == "stopped" else None
     return MessageMeta(partial=stopped, stopped=stopped, truncated=True if reply.truncated else None,
-                       filtered=True if reply.filtered else None, reasoning=reply.reasoning or None)
+                       filtered=True if reply.filtered else None, reasoning=reply.reasoning or None,
+                       reasoning_details=reply.reasoning_details)
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:

@@ -119,6 +119,29 @@ def openrouter_stream(content: str, *, reasoning: str = "") -> RawChunksStep:
     return RawChunksStep(tuple(chunks))
 
 
+OPENROUTER_DETAILS = [
+    {"type": "reasoning.text", "text": "The user wants the date.", "format": "google-gemini-v1", "index": 0},
+    {"type": "reasoning.encrypted", "data": "CiQBjz1rX0encrypted==", "id": "or-1", "format": "google-gemini-v1",
+     "index": 1},
+]
+
+
+def openrouter_gemini_call(call_id: str, name: str, args: dict[str, Any]) -> RawChunksStep:
+    """Gemini 3 through OpenRouter: thinking as `reasoning` and as `reasoning_details` fragments (text merged by
+    `index`, the signature in an encrypted entry), which OpenRouter wants back with the call (README, "Providers")."""
+    text, encrypted = OPENROUTER_DETAILS
+    halves = (text["text"][:9], text["text"][9:])
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": "", "reasoning": halves[0],
+                                         "reasoning_details": [{**text, "text": halves[0]}]}),
+                                _choice({"content": "", "reasoning": halves[1],
+                                         "reasoning_details": [{**text, "text": halves[1]}]}),
+                                _choice({"content": "", "reasoning_details": [encrypted]}),
+                                _choice({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {
+                                    "name": name, "arguments": json.dumps(args)}}]}),
+                                _choice({}, "tool_calls")]
+    return RawChunksStep(tuple(chunks))
+
+
 def openrouter_error(code: int | str, message: str, *, before: str = "", reasoning: str = "") -> RawChunksStep:
     """OpenRouter's error after the answer began (HTTP 200): an SSE data event with `error` and
     `finish_reason: "error"`, then the stream ends; `reasoning`, `before`: thinking and text streamed ahead of it."""

@@ -23,18 +23,19 @@ class HistoryRow:
     tool_call_id: str | None = None
     reasoning: str = ""  # the model's thinking behind an assistant message (metadata `reasoning`)
     replaces_from: int | None = None  # a new version of a turn: the seq it replaces from (./versions.py)
+    reasoning_details: list[dict[str, Any]] | None = None  # OpenRouter's structured thinking (metadata)
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryRow:
         meta = MessageMeta.load(row.meta)
         return cls(row.seq, row.role, row.content, row.tool_calls, row.tool_call_id,
-                   meta.reasoning or "", meta.replaces_from_seq)
+                   meta.reasoning or "", meta.replaces_from_seq, meta.reasoning_details)
 
 
 def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str, Any]:
-    """The chat message of a row; `reasoning_content` only when asked (an assistant message with tool calls
-    of the current turn: DeepSeek's thinking mode refuses the follow-up request without it) and only when
-    the provider produced some."""
+    """The chat message of a row; `reasoning_content` (and OpenRouter's `reasoning_details`) only when asked (an
+    assistant message with tool calls of the current turn: DeepSeek's thinking mode, and Gemini 3 through
+    OpenRouter, refuse the follow-up request without it) and only when the provider produced some."""
     out: dict[str, Any] = {"role": row.role, "content": row.content or ""}
     if row.role == "assistant" and row.tool_calls:
         out["tool_calls"] = _replayable(row.tool_calls)
@@ -42,6 +43,8 @@ def model_message(row: HistoryRow, *, with_reasoning: bool = False) -> dict[str,
             out["content"] = None
         if with_reasoning and row.reasoning:
             out["reasoning_content"] = row.reasoning
+        if with_reasoning and row.reasoning_details:
+            out["reasoning_details"] = row.reasoning_details
     if row.role == "tool":
         out["tool_call_id"] = row.tool_call_id
     return out

@@ -7,7 +7,8 @@ The quirks of real providers it absorbs (README, "Providers"):
   apart from the reply, never mixed into it;
 - parallel tool calls each sent whole at `index: 0` with distinct ids (Gemini): a new id at an index that
   already holds a named call starts a new call; calls without an index (some compatible servers) too;
-- a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call;
+- a call's `extra_content` (Gemini 3's thought signature), kept to be sent back with the call; OpenRouter's
+  `reasoning_details` (its fragments merged), kept to be sent back with the message's calls;
 - usage in a chunk of its own with `choices: []`, or on the last chunk, or inside its choice (Kimi), or in its
   `x_groq` (Groq); DeepSeek's `prompt_cache_hit_tokens` and Kimi's top-level `cached_tokens` for cached input;
   thinking counted in `total_tokens` but left out of `completion_tokens` (Gemini) added to the completion as
@@ -126,6 +127,7 @@ class ReplyBuilder:
         self._model = model
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._details: list[dict[str, Any]] = []  # OpenRouter's `reasoning_details`, merged by `index`
         self._think = _ThinkSplitter()
         self._calls: list[_PendingCall] = []
         self._at_index: dict[int, int] = {}  # a call delta's index -> position in _calls
@@ -165,6 +167,9 @@ class ReplyBuilder:
                 self._add_call_delta(call_delta)
         if choice.get("finish_reason"):
             self._finish_reason = choice["finish_reason"]
+        for detail in delta.get("reasoning_details") or []:
+            if isinstance(detail, Mapping):
+                self._add_detail(detail)
         thinking = delta.get("reasoning_content") or delta.get("reasoning")
         pieces = [(True, thinking)] if isinstance(thinking, str) and thinking else []
         content = delta.get("content")
@@ -182,7 +187,8 @@ class ReplyBuilder:
         calls = [{**call, "index": i} for i, call in enumerate(message.get("tool_calls") or [])
                  if isinstance(call, Mapping)]
         delta = {"content": message.get("content"), "tool_calls": calls,
-                 "reasoning_content": message.get("reasoning_content") or message.get("reasoning")}
+                 "reasoning_content": message.get("reasoning_content") or message.get("reasoning"),
+                 "reasoning_details": message.get("reasoning_details")}
         self.add({"choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}],
                   "usage": body.get("usage"), "model": body.get("model")})
 
@@ -198,6 +204,21 @@ class ReplyBuilder:
             for thinking, piece in pieces:
                 (self._reasoning if thinking else self._text).append(piece)
                 (self._on_reasoning if thinking else self._on_text)(piece)
+
+    def _add_detail(self, detail: Mapping[str, Any]) -> None:
+        """A fragment of `reasoning_details`: one of the same type and `index` as an earlier one continues it (its
+        text and summary appended, its other fields, such as the signature, taken); any other is a new entry."""
+        index = detail.get("index")
+        same = next((d for d in reversed(self._details) if index is not None and d.get("index") == index
+                     and d.get("type") == detail.get("type")), None)
+        if same is None:
+            self._details.append(dict(detail))
+            return
+        for key, value in detail.items():
+            if key in ("text", "summary") and isinstance(value, str) and isinstance(same.get(key), str):
+                same[key] += value
+            elif value is not None:
+                same[key] = value
 
     def _add_call_delta(self, delta: Mapping[str, Any]) -> None:
         index = delta.get("index")
@@ -235,4 +256,4 @@ class ReplyBuilder:
     def _built(self, content: str, calls: list[ToolCall], finish_reason: str | None) -> ModelReply:
         return ModelReply(content, calls, finish_reason, reasoning="".join(self._reasoning), usage=self._usage,
                           model=self._model, latency_s=time.monotonic() - self._started,
-                          first_token_s=self._first_token_s)
+                          first_token_s=self._first_token_s, reasoning_details=self._details or None)

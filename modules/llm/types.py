@@ -38,6 +38,9 @@ class ModelReply:
     model: str = ""  # the model the provider says answered (else the one asked for)
     latency_s: float = 0.0  # from sending the request to the reply's end
     first_token_s: float | None = None  # from sending the request to its first text, thinking or call
+    # OpenRouter's structured thinking (`reasoning_details`, fragments merged): sent back with the message's tool
+    # calls, which Gemini 3 through OpenRouter refuses (400) without its signatures.
+    reasoning_details: list[dict[str, Any]] | None = None
 
     @property
     def truncated(self) -> bool:

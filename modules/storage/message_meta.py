@@ -66,6 +66,7 @@ class MessageMeta(SetKeys):
     # An assistant message: its task, its model's thinking, and how it was cut short.
     task_id: str | None = None
     reasoning: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None  # OpenRouter's, sent back with the message's tool calls
     partial: bool | None = None
     stopped: bool | None = None
     truncated: bool | None = None

@@ -8,7 +8,13 @@ import json
 
 from modules.event_catalogue import TextChunkEvent, TextEndEvent, ToolResultEvent
 from modules.statuses import TaskStatus
-from test.provider_replies import GEMINI_SIGNATURE, gemini_parallel_calls, whole_body
+from test.provider_replies import (
+    GEMINI_SIGNATURE,
+    OPENROUTER_DETAILS,
+    gemini_parallel_calls,
+    openrouter_gemini_call,
+    whole_body,
+)
 from test.scripted_llm import dynamic, error, text
 
 
@@ -31,6 +37,19 @@ def test_gemini_parallel_calls_both_run_and_both_results_and_the_signature_reach
     assert [m.get("tool_call_id") for m in follow_up if m["role"] == "tool"] == ["g-1", "g-2"]
     calls = next(m["tool_calls"] for m in follow_up if m.get("tool_calls"))
     assert [c.get("extra_content") for c in calls] == [GEMINI_SIGNATURE, None]  # Gemini 3 refuses it without
+
+
+def test_openrouter_reasoning_details_go_back_with_the_calls_of_the_running_turn(server, llm):
+    llm.script(openrouter_gemini_call("or-1", "run_command", {"command": "echo called"}))
+    llm.script(text("Done."))
+
+    sent = server.send("what is the date")
+    task = server.wait_task(sent["task_id"])
+
+    assert task["status"] == TaskStatus.SUCCEEDED, task
+    follow_up = llm.wait_for_requests(2)[1].body["messages"]
+    calling = next(m for m in follow_up if m.get("tool_calls"))
+    assert calling["reasoning_details"] == OPENROUTER_DETAILS  # Gemini 3 through OpenRouter refuses it without
 
 
 def test_a_whole_json_body_is_streamed_to_the_chat_and_stored(server, llm):

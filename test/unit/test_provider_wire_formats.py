@@ -12,6 +12,7 @@ from modules.llm import ModelError, Usage
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
 from test.provider_replies import (
     GEMINI_SIGNATURE,
+    OPENROUTER_DETAILS,
     cut_at_length,
     deepseek_thinking,
     ended_early,
@@ -20,6 +21,7 @@ from test.provider_replies import (
     groq_stream,
     kimi_stream,
     openrouter_error,
+    openrouter_gemini_call,
     openrouter_stream,
     think_tags,
     usage_chunk,
@@ -131,6 +133,15 @@ def test_openrouter_reasoning_and_comments(llm):
 
     assert (reply.content, reply.reasoning) == ("Fine, thanks.", "Be polite.")
     assert reply.usage == Usage(prompt_tokens=11, completion_tokens=7)
+
+
+def test_openrouter_reasoning_details_fragments_are_merged_by_index(llm):
+    llm.script(openrouter_gemini_call("or-1", "run_command", {"command": "date"}))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert reply.reasoning == OPENROUTER_DETAILS[0]["text"]
+    assert reply.reasoning_details == OPENROUTER_DETAILS and [c.id for c in reply.tool_calls] == ["or-1"]
 
 
 def test_a_whole_json_body_despite_stream_true_is_a_reply(llm):

@@ -151,6 +151,7 @@ export interface MessageMeta {
   edit_of?: string | null;
   task_id?: string | null;
   reasoning?: string | null;
+  reasoning_details?: Record<string, unknown>[] | null;
   partial?: boolean | null;
   stopped?: boolean | null;
   truncated?: boolean | null;
