@@ -23,6 +23,7 @@ from typing import IO
 from flask import Blueprint, Response, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from modules.tools.disk_guard import DiskGuard
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -70,18 +71,33 @@ def _workspace_full(quota_mb: int) -> ApiError:
                     "nothing was stored; delete files in it first")
 
 
-def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int) -> os.stat_result:
+def _quota_room(disk: DiskGuard | None, target: Path) -> int | None:
+    """What the workspace's quota has left for the upload where a poll holds it (no file system refuses the
+    write there), counting the room of the file it replaces; None where the kernel holds it, or none holds."""
+    room = disk.room(target.parent) if disk is not None else None
+    if room is None:
+        return None
+    try:
+        replaced = os.lstat(target)
+    except OSError:
+        return room
+    return room + replaced.st_blocks * 512 if stat.S_ISREG(replaced.st_mode) else room
+
+
+def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int, room: int | None) -> os.stat_result:
     """Write the upload into a nameless file in `target`'s folder, then give it `target`'s name; 413 (and
     nothing kept) past `limit` bytes, 507 `workspace_full` (and nothing kept) when the workspace's file
-    system has no room, 409 `name_is_folder` (and nothing kept) when a folder holds the name."""
+    system, or past `room` bytes its quota, has no room, 409 `name_is_folder` (and nothing kept) when a folder
+    holds the name."""
     folder = os.open(target.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _store_in(source, folder, target, limit, quota_mb)
+        return _store_in(source, folder, target, limit, quota_mb, room)
     finally:
         os.close(folder)
 
 
-def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb: int) -> os.stat_result:
+def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb: int,
+              room: int | None) -> os.stat_result:
     staged = f".upload-{uuid.uuid4().hex}.part"
     try:
         fd, named = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=folder), False
@@ -96,6 +112,8 @@ def _store_in(source: IO[bytes], folder: int, target: Path, limit: int, quota_mb
             written += len(chunk)
             if written > limit:
                 raise _too_large(limit)
+            if room is not None and written > room:
+                raise _workspace_full(quota_mb)
             view = memoryview(chunk)
             while view:  # a full file system refuses a write (ENOSPC) before the file has a name
                 view = view[os.write(fd, view):]
@@ -150,7 +168,8 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
     if low:
         raise ApiError(507, "insufficient_storage", low)
     workspace = rt.workspace(conv.id)
-    st = _store(upload.stream, workspace / name, limit, rt.settings.workspace_max_mb)
+    target = workspace / name
+    st = _store(upload.stream, target, limit, rt.settings.workspace_max_mb, _quota_room(rt.sandbox.disk, target))
     return _file_out(name, st), 201
 
 

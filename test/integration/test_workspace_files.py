@@ -129,3 +129,21 @@ def test_an_upload_onto_a_folder_answers_409_and_names_are_nfc_without_bidi_or_c
     assert listed == ["caf\u00e9.txt"]
     for name in listed:
         assert server.get(f"/api/conversations/{cid}/files/{name}").status_code == 200
+
+
+def test_an_upload_past_the_workspace_quota_is_refused_where_a_poll_holds_it(make_server, llm):
+    """WORKSPACE_QUOTA=poll: no file system refuses the write, so the upload itself must keep to what the
+    quota has left (docs/API.md: 507 `workspace_full`, nothing stored); a file it replaces frees its room."""
+    server = make_server(env={"WORKSPACE_QUOTA": "poll", "WORKSPACE_MAX_MB": "1", "UPLOAD_MAX_MB": "4"})
+    cid = server.post("/api/conversations", {"title": "quota"}).json()["conversation_id"]
+    workspace = server.workspace(cid)
+    res = _upload(server, cid, "big.bin", b"x" * (2 * 2**20))
+    assert (res.status_code, res.json().get("code")) == (507, "workspace_full"), res.text
+    assert os.listdir(workspace) == []  # nothing stored
+    assert _upload(server, cid, "first.bin", b"x" * 600_000).status_code == 201
+    res = _upload(server, cid, "second.bin", b"x" * 600_000)
+    assert (res.status_code, res.json().get("code")) == (507, "workspace_full"), res.text
+    assert sorted(os.listdir(workspace)) == ["first.bin"]
+    res = _upload(server, cid, "first.bin", b"y" * 600_000)  # replaces itself: fits
+    assert res.status_code == 201, res.text
+    assert server.get(f"/api/conversations/{cid}/files/first.bin").content == b"y" * 600_000
