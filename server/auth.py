@@ -18,27 +18,37 @@ class Authenticator:
         self._db = db
         self._user_ids: dict[str, int] = {}
 
-    def user_id_for(self, token: str | None) -> int:
-        """The user id of a token; `Unauthorized` (401) when auth is on and the token is missing or unknown."""
+    def user_id_for(self, token: object) -> int:
+        """The user id of a token; `Unauthorized` (401) when auth is on and the token is missing or unknown.
+
+        A socket's token is whatever JSON its client sent: one that is not a string (a number, a list) or
+        not Unicode (a lone surrogate) is unknown, not a crash of the connect handler."""
         if not self._tokens:
             return self._user_id(LOCAL_USER)
-        if not token:
+        if token is None or token == "":
             raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
         for known, user in self._tokens.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
+            if _same(known, token):
                 return self._user_id(user)
         raise Unauthorized("unknown token")
 
-    def knows(self, token: str | None) -> bool:
+    def knows(self, token: object) -> bool:
         """Whether the token is a configured one (no database involved)."""
         if not token:
             return False
-        return any(hmac.compare_digest(known.encode(), token.encode()) for known in self._tokens)
+        return any(_same(known, token) for known in self._tokens)
 
     def _user_id(self, name: str) -> int:
         if name not in self._user_ids:
             self._user_ids[name] = get_or_create_user(self._db, name).id
         return self._user_ids[name]
+
+
+def _same(known: str, token: object) -> bool:
+    """Whether `token` is the configured token `known`, compared in constant time."""
+    if not isinstance(token, str):
+        return False
+    return hmac.compare_digest(known.encode(), token.encode("utf-8", "surrogatepass"))
 
 
 def bearer_token(header: str | None) -> str | None:

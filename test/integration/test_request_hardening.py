@@ -151,3 +151,21 @@ def test_ids_holding_a_nul_answer_as_unknown_ids_on(kind, make_server, llm, tmp_
             client.disconnect()
         assert "Traceback" not in server.log_text()
         server.stop()
+
+
+def test_a_socket_token_that_is_not_a_string_of_unicode_is_refused_at_once(auth_server, llm):
+    """A connect whose `auth.token` is a number, a list, an object or a lone surrogate is refused like a wrong
+    token (a `connect_error` with a message), never left unanswered with a traceback in the log."""
+    for token in ("5", '["tok-alice"]', '{"a": 1}', '"\\ud800"'):
+        ws = websocket.create_connection(f"ws://127.0.0.1:{auth_server.port}/socket.io/?EIO=4&transport=websocket",
+                                         timeout=10)
+        try:
+            assert ws.recv().startswith("0")  # engine.io open
+            ws.send(f'40{{"token": {token}}}')
+            answer = ws.recv()
+        finally:
+            ws.close()
+        assert answer.startswith("44") and json.loads(answer[2:])["message"], (token, answer)  # connect_error
+    assert "Traceback" not in auth_server.log_text()
+    ws = raw_socket(auth_server, '{"token": "tok-alice"}')  # the right token still connects
+    ws.close()
