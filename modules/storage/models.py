@@ -40,7 +40,10 @@ class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
+    # Compared exactly on every database (MySQL's default collation ignores case and accents: migration 0010).
+    name: Mapped[str] = mapped_column(
+        String(128).with_variant(mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"),
+        unique=True)
     created_at: Mapped[float] = mapped_column(Double)
 
 
