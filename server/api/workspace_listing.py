@@ -11,6 +11,12 @@ names are kept while the folder's modification time says nothing was added, remo
 paging through the folder, or listing it again, scans it once. A folder changed just before its scan is not
 kept, so no listing misses a change: a change made within the same clock tick, or the same second where the
 file system keeps whole seconds (a small ext4 image's 128-byte inodes), may leave its time where it was.
+
+A listing waits for its turn to scan in a green thread, never in a thread of the pool, and the listings of one
+folder that arrive while an earlier scan of it runs share the one scan that starts next: a folder has at most one
+scan running and one waiting. Otherwise a client asking sixty times at once for a folder that a command keeps
+changing (so that no scan is kept) queues sixty scans, holds the pool's threads while they wait, and every other
+user's listing, upload and workspace mount waits behind them for many seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import bisect
 import os
 import stat
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -63,11 +70,11 @@ class _Scans:
 
     def names(self, folder: Path) -> list[str]:
         """`folder`'s listable regular files, sorted; FileNotFoundError or NotADirectoryError without it."""
-        names = self._kept_names(folder)
+        names = self.kept_names(folder)
         if names is not None:
             return names
         with self._scanning:
-            names = self._kept_names(folder)  # scanned while this waited
+            names = self.kept_names(folder)  # scanned while this waited
             if names is not None:
                 return names
             st = os.stat(folder)
@@ -78,7 +85,7 @@ class _Scans:
                 self._keep(str(folder), _Scan(_version(st), names))
             return names
 
-    def _kept_names(self, folder: Path) -> list[str] | None:
+    def kept_names(self, folder: Path) -> list[str] | None:
         version = _version(os.stat(folder))
         with self._kept_lock:
             scan = self._kept.get(str(folder))
@@ -114,11 +121,8 @@ def _version(st: os.stat_result) -> tuple[int, int, int]:
     return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
-def _page(folder: Path, after: str | None, limit: int) -> FilePage:
-    try:
-        names = SCANS.names(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return FilePage([], None)
+def _page_of(folder: Path, names: list[str], after: str | None, limit: int) -> FilePage:
+    """The page of `folder`'s sorted listable `names` after `after`, each file `lstat`ed (in the thread pool)."""
     start = 0 if after is None else bisect.bisect_right(names, after)
     first = names[start:start + limit + 1]
     files = []
@@ -139,5 +143,73 @@ def _is_regular(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+class _Flight:
+    """One coming scan of a folder: every listing of the folder that arrives before it starts gets its names."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.scanned = False
+        self.names: list[str] = []
+        self.error: Exception | None = None
+
+
+class _Flights:
+    """The scans waiting for their turn, one per folder, waited for by green threads (run.py patches `threading`
+    first), so that no thread of the pool is held while it waits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turn = threading.Lock()  # one scan at a time (SCANS holds that too, for its thread-pool callers)
+        self._coming: dict[str, _Flight] = {}
+
+    def names(self, folder: Path) -> list[str]:
+        """`SCANS.names(folder)`, from a scan that started after this call did."""
+        key = str(folder)
+        while True:
+            with self._lock:
+                flight = self._coming.get(key)
+                leads = flight is None
+                if flight is None:
+                    flight = self._coming[key] = _Flight()
+            if leads:
+                try:
+                    with self._turn:
+                        with self._lock:
+                            del self._coming[key]  # a listing that comes from now on waits for a scan after it
+                        try:
+                            flight.names, flight.scanned = off_loop(SCANS.names, folder), True
+                        except Exception as exc:
+                            flight.error = exc
+                            raise
+                finally:  # also when this green thread is killed while it waits for its turn
+                    with self._lock:
+                        if self._coming.get(key) is flight:
+                            del self._coming[key]
+                    flight.done.set()
+                return flight.names
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            if flight.scanned:
+                return flight.names
+            # its leader was interrupted (its request's green thread killed): scan again
+
+
+FLIGHTS = _Flights()
+
+
+def _kept(folder: Path) -> list[str] | None:
+    try:
+        return SCANS.kept_names(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def list_page(folder: Path, after: str | None, limit: int) -> FilePage:
-    return off_loop(_page, folder, after, limit)
+    names = off_loop(_kept, folder)
+    if names is None:
+        try:
+            names = FLIGHTS.names(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+    return off_loop(_page_of, folder, names, after, limit)

@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from test.conftest import TWO_USERS
+from test.conftest import TWO_USERS, wait_until
 from test.integration.hostile_clients import Swapper, get_as
 
 
@@ -97,3 +97,55 @@ def test_a_folder_of_200k_files_lists_in_pages_while_others_are_answered(two_use
     assert [f["name"] for f in last["data"]] == ["f199998", "f199999"] and last["next_cursor"] is None
     res = server.get(f"/api/conversations/{cid}/files?limit=5000")
     assert (res.status_code, res.json()["code"]) == (400, "invalid_limit")
+
+
+def test_sixty_listings_of_a_folder_a_command_keeps_changing_hold_up_no_other_users_listing(two_users):
+    """Alice asks for her folder of 200,000 files sixty times at once, over and over, while it keeps changing (so no
+    scan can be kept): Bob's upload and listing of his own workspace are answered within seconds, not after sixty
+    scans of hers (they waited for the thread pool her listings held)."""
+    server = two_users
+    cid = server.post("/api/conversations", {"title": "many"}).json()["conversation_id"]
+    folder = server.workspace(cid)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(200_000):
+        (folder / f"f{i:06d}").touch()
+    bob_cid = server.post("/api/conversations", {"title": "bob"}, token="tok-bob").json()["conversation_id"]
+    stop = threading.Event()
+    listed = [0]
+
+    def change() -> None:
+        n = 0
+        while not stop.is_set():
+            (server.workspace(cid) / f"new{n}").touch()
+            n += 1
+            time.sleep(0.01)
+
+    def list_again() -> None:
+        while not stop.is_set():
+            try:
+                get_as(server, f"/api/conversations/{cid}/files?limit=10", 30)
+            except requests.RequestException:
+                continue
+            listed[0] += 1
+
+    threads = [threading.Thread(target=change, daemon=True)] + \
+        [threading.Thread(target=list_again, daemon=True) for _ in range(60)]
+    for thread in threads:
+        thread.start()
+    started = time.monotonic()
+    try:
+        wait_until(lambda: listed[0] >= 5, timeout=60, what="alice's listings answered")
+        started = time.monotonic()
+        up = requests.post(f"{server.url}/api/conversations/{bob_cid}/files", files={"file": ("b.txt", b"bob")},
+                           headers={"Authorization": "Bearer tok-bob"}, timeout=20)
+        assert up.status_code == 201, up.text
+        res = get_as(server, f"/api/conversations/{bob_cid}/files", 20, token="tok-bob")
+        assert [f["name"] for f in res.json()["data"]] == ["b.txt"]
+    except requests.Timeout:
+        pytest.fail("Bob waited over 20 s while Alice's folder was listed sixty times at once")
+    finally:
+        took = time.monotonic() - started
+        stop.set()
+        for thread in threads:
+            thread.join(40)
+    assert took < 3, f"Bob's upload and listing took {took:.2f} s while Alice's folder was listed sixty times at once"
