@@ -149,3 +149,33 @@ def test_sixty_listings_of_a_folder_a_command_keeps_changing_hold_up_no_other_us
         for thread in threads:
             thread.join(40)
     assert took < 3, f"Bob's upload and listing took {took:.2f} s while Alice's folder was listed sixty times at once"
+
+
+def test_deleting_a_conversation_whose_workspace_holds_200k_files_freezes_no_one(make_server):
+    """Where a poll holds the quota the workspace is a plain folder: removing its 200,000 files takes seconds of
+    system calls, which must not run on the event loop every client shares (docs/API.md, DELETE)."""
+    server = make_server(env={"AUTH_TOKENS": TWO_USERS, "WORKSPACE_QUOTA": "poll"})
+    server.token = "tok-alice"
+    cid = server.post("/api/conversations", {"title": "many"}).json()["conversation_id"]
+    folder = server.workspace(cid)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(200_000):
+        (folder / f"f{i:06d}").touch()
+    stop = threading.Event()
+    slowest = [0.0]
+
+    def watch() -> None:
+        while not stop.is_set():
+            slowest[0] = max(slowest[0], _healthz_s(server))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        res = requests.delete(f"{server.url}/api/conversations/{cid}", headers={"Authorization": "Bearer tok-alice"},
+                              timeout=60)
+        assert res.status_code == 204, res.text
+        wait_until(lambda: not folder.exists(), timeout=60, what="the workspace removed")
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert slowest[0] < 1, f"/healthz took {slowest[0]:.2f} s while the workspace was removed"
