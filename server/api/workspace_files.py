@@ -23,6 +23,7 @@ from typing import IO
 from flask import Blueprint, Response, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from modules.storage import conversations as conversation_store
 from modules.tools.disk_guard import DiskGuard
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
@@ -170,6 +171,11 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
     workspace = rt.workspace(conv.id)
     target = workspace / name
     st = _store(upload.stream, target, limit, rt.settings.workspace_max_mb, _quota_room(rt.sandbox.disk, target))
+    if conversation_store.get_conversation(rt.db, conv.id, user_id) is None:
+        # Deleted while the file came in: its delete may have removed the workspace before this made it again,
+        # and nothing else ever would (a delete marks the conversation before it removes the workspace).
+        rt.remove_workspace(conv.id)
+        raise not_found("conversation")
     return _file_out(name, st), 201
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 
@@ -10,7 +11,7 @@ import requests
 
 from modules.event_catalogue import ToolResultEvent
 from modules.statuses import TaskStatus
-from test.conftest import TWO_USERS
+from test.conftest import TWO_USERS, wait_until
 from test.scripted_llm import text, tool_calls
 
 
@@ -147,3 +148,43 @@ def test_an_upload_past_the_workspace_quota_is_refused_where_a_poll_holds_it(mak
     res = _upload(server, cid, "first.bin", b"y" * 600_000)  # replaces itself: fits
     assert res.status_code == 201, res.text
     assert server.get(f"/api/conversations/{cid}/files/first.bin").content == b"y" * 600_000
+
+
+def _unread_by_server(server_port: int, client_port: int) -> int:
+    """Bytes the server has not read yet from the client's connection (its socket's receive queue)."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == server_port and int(fields[2].split(":")[1], 16) == client_port:
+            return int(fields[4].split(":")[1], 16)
+    raise AssertionError("no such connection")
+
+
+def test_an_upload_that_outlives_its_conversations_delete_leaves_no_files(make_server, llm):
+    """Alice deletes the conversation while her upload into it still comes in: the upload answers 404 and
+    leaves no workspace (nor image) behind, which nothing would ever remove (docs/API.md, DELETE)."""
+    server = make_server(env={"AUTH_TOKENS": TWO_USERS})
+    cid = server.post("/api/conversations", {"title": "late"}, token="tok-alice").json()["conversation_id"]
+    boundary = "upload-boundary"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="late.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    content, tail = b"x" * 2_000_000, f"\r\n--{boundary}--\r\n".encode()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.putrequest("POST", f"/api/conversations/{cid}/files")
+        for name, value in (("Authorization", "Bearer tok-alice"), ("Content-Length", len(head + content + tail)),
+                            ("Content-Type", f"multipart/form-data; boundary={boundary}")):
+            conn.putheader(name, str(value))
+        conn.endheaders()
+        conn.send(head + content[:1_000_000])
+        client_port = conn.sock.getsockname()[1]
+        wait_until(lambda: _unread_by_server(server.port, client_port) == 0, 10,
+                   what="the upload's handler reading its body")  # so past its check of the conversation
+        res = server.request("DELETE", f"/api/conversations/{cid}", token="tok-alice")
+        assert res.status_code == 204, res.text
+        conn.send(content[1_000_000:] + tail)
+        answer = conn.getresponse()
+        assert (answer.status, json.loads(answer.read()).get("code")) == (404, "not_found")
+    finally:
+        conn.close()
+    assert not server.workspace(cid).exists()
+    assert not (server.data_dir / "workspace_images" / f"{cid}.ext4").exists()
