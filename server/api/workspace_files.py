@@ -16,7 +16,10 @@ import errno
 import mimetypes
 import os
 import stat
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -83,6 +86,36 @@ def _quota_room(disk: DiskGuard | None, target: Path) -> int | None:
     except OSError:
         return room
     return room + replaced.st_blocks * 512 if stat.S_ISREG(replaced.st_mode) else room
+
+
+class _OneAtATime:
+    """One upload at a time per workspace, the others waiting in their green threads (run.py patches `threading`
+    first): where a poll holds the quota each reads the workspace's size (a scan, in the thread pool) and then
+    writes at most what was left, so two at once would each pass it by what the other wrote, and many at once
+    would hold the pool's threads for everyone."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: dict[Path, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def held(self, workspace: Path) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._held.get(workspace, (threading.Lock(), 0))
+            self._held[workspace] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._held[workspace]
+                if users == 1:
+                    del self._held[workspace]
+                else:
+                    self._held[workspace] = (lock, users - 1)
+
+
+UPLOADS = _OneAtATime()
 
 
 def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int, room: int | None) -> os.stat_result:
@@ -170,7 +203,8 @@ def upload_file(conversation_id: str, user_id: int) -> tuple[out.WorkspaceFile, 
         raise ApiError(507, "insufficient_storage", low)
     workspace = rt.workspace(conv.id)
     target = workspace / name
-    st = _store(upload.stream, target, limit, rt.settings.workspace_max_mb, _quota_room(rt.sandbox.disk, target))
+    with UPLOADS.held(workspace):
+        st = _store(upload.stream, target, limit, rt.settings.workspace_max_mb, _quota_room(rt.sandbox.disk, target))
     if conversation_store.get_conversation(rt.db, conv.id, user_id) is None:
         # Deleted while the file came in: its delete may have removed the workspace before this made it again,
         # and nothing else ever would (a delete marks the conversation before it removes the workspace).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import threading
 
 import pytest
 import requests
@@ -148,6 +149,27 @@ def test_an_upload_past_the_workspace_quota_is_refused_where_a_poll_holds_it(mak
     res = _upload(server, cid, "first.bin", b"y" * 600_000)  # replaces itself: fits
     assert res.status_code == 201, res.text
     assert server.get(f"/api/conversations/{cid}/files/first.bin").content == b"y" * 600_000
+
+
+def test_uploads_at_once_into_one_workspace_keep_to_its_quota_together_where_a_poll_holds_it(make_server, llm):
+    """Eight uploads of 600 kB at once into a workspace of 1 MB: one is stored, the others answer 507; each read
+    the room the quota had left before any of them wrote, and all eight were stored."""
+    server = make_server(env={"WORKSPACE_QUOTA": "poll", "WORKSPACE_MAX_MB": "1", "UPLOAD_MAX_MB": "4"})
+    cid = server.post("/api/conversations", {"title": "quota"}).json()["conversation_id"]
+    workspace = server.workspace(cid)
+    workspace.mkdir(parents=True)
+    for i in range(50_000):  # empty files: each read of the workspace's size takes a while, nothing of its room
+        (workspace / f"e{i:05d}").touch()
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda n=n: codes.append(_upload(server, cid, f"f{n}.bin",
+                                                                        b"x" * 600_000).status_code))
+               for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(codes) == [201] + [507] * 7, codes
+    assert len([name for name in os.listdir(workspace) if name.startswith("f")]) == 1
 
 
 def _unread_by_server(server_port: int, client_port: int) -> int:
