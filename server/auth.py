@@ -19,17 +19,21 @@ class Authenticator:
         self._user_ids: dict[str, int] = {}
 
     def user_id_for(self, token: object) -> int:
-        """The user id of a token; `Unauthorized` (401) when auth is on and the token is missing or unknown.
+        """The user id of a token; `Unauthorized` (401) when auth is on and the token is missing or unknown."""
+        return self.user_id_of(self.user_name_for(token))
+
+    def user_name_for(self, token: object) -> str:
+        """The configured user name of a token, without the database; `Unauthorized` as `user_id_for`.
 
         A socket's token is whatever JSON its client sent: one that is not a string (a number, a list) or
         not Unicode (a lone surrogate) is unknown, not a crash of the connect handler."""
         if not self._tokens:
-            return self._user_id(LOCAL_USER)
+            return LOCAL_USER
         if token is None or token == "":
             raise Unauthorized("missing bearer token (Authorization: Bearer <token>)")
         for known, user in self._tokens.items():
             if _same(known, token):
-                return self._user_id(user)
+                return user
         raise Unauthorized("unknown token")
 
     def knows(self, token: object) -> bool:
@@ -38,7 +42,8 @@ class Authenticator:
             return False
         return any(_same(known, token) for known in self._tokens)
 
-    def _user_id(self, name: str) -> int:
+    def user_id_of(self, name: str) -> int:
+        """A configured user's id (read from the database, or made there, the first time)."""
         if name not in self._user_ids:
             self._user_ids[name] = get_or_create_user(self._db, name).id
         return self._user_ids[name]

@@ -52,9 +52,7 @@ def acked(fn: EventHandler) -> Callable[..., Ack]:
                 raise ApiError(400, "invalid_json", f"expected one JSON object argument, got {len(args)}")
             if not rt.db.health.available:
                 return {**unavailable_body(), "status": 503}
-            uid = self.users.get(_sid())
-            if uid is not None:
-                rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.SOCKET_EVENTS, uid)
+            rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.SOCKET_EVENTS, self._user_id())
             data = args[0] if args else None
             return fn(self, data if data is not None else {})
         except (ApiError, DomainError) as err:
@@ -75,28 +73,42 @@ class ChatNamespace(Namespace):  # type: ignore[misc]  # Flask-SocketIO ships no
         super().__init__("/")
         self.rt, self._auth, self._chat = rt, auth, chat
         self.users: dict[str, int] = {}
+        # Sockets that connected while the database was away: their user's id is read at their first event.
+        self._unread: dict[str, str] = {}
 
     def _user_id(self) -> int:
-        uid = self.users.get(_sid())
+        sid = _sid()
+        uid = self.users.get(sid)
         if uid is None:
-            raise ApiError(401, "unauthorized", "connect with a valid token first")
+            name = self._unread.get(sid)
+            if name is None:
+                raise ApiError(401, "unauthorized", "connect with a valid token first")
+            uid = self.users[sid] = self._auth.user_id_of(name)  # the database away: 503 (`acked`)
+            self._unread.pop(sid, None)
         return uid
 
     def on_connect(self, auth_data: Any = None) -> None:
+        """The token is checked without the database, so a socket that connects while it is away is let in and
+        told so (`server_degraded`, README "During an outage"); its user's id is read once it is back."""
         rt = self.rt
         token = auth_data.get("token") if isinstance(auth_data, dict) else None
         token = token or bearer_token(request.headers.get("Authorization"))
         try:
-            self.users[_sid()] = self._auth.user_id_for(token)
+            name = self._auth.user_name_for(token)
         except Unauthorized as err:
             raise ConnectionRefusedError(err.message) from None
-        rt.metrics.sockets.set(len(self.users))
+        try:
+            self.users[_sid()] = self._auth.user_id_of(name)
+        except (OperationalError, InterfaceError):
+            self._unread[_sid()] = name
+        rt.metrics.sockets.set(len(self.users) + len(self._unread))
         if not rt.db.health.available:  # it joined during an outage: it hears of it as the others did
             self.socketio.emit(*status_event(rt.db), to=_sid())
 
     def on_disconnect(self, *_args: Any) -> None:
         self.users.pop(_sid(), None)
-        self.rt.metrics.sockets.set(len(self.users))
+        self._unread.pop(_sid(), None)
+        self.rt.metrics.sockets.set(len(self.users) + len(self._unread))
 
     @acked
     def on_join_conversation(self, data: Any) -> Ack:

@@ -15,7 +15,7 @@ import socketio
 
 from modules.event_catalogue import ServerDegradedEvent, ServerRecoveredEvent, ToolStartEvent
 from modules.statuses import CommandStatus, TaskStatus
-from test.conftest import wait_until
+from test.conftest import TWO_USERS, wait_until
 from test.db_urls import fresh_database
 from test.faults.helpers import Ledger, assert_answers_next, assert_reports_outage, assert_settled
 from test.faults.proxy import BLACKHOLE, FaultProxy
@@ -140,3 +140,31 @@ def test_cut_while_a_completion_notice_waits_for_the_running_turn(pg_server, llm
                and snap[1]["status"] == TaskStatus.SUCCEEDED, 30, what="the notice's follow-up turn")
     assert len(notices(history(server, cid))) == 1
     assert_answers_next(server, llm, cid, ledger)
+
+
+def test_a_user_who_connects_while_the_database_is_away_hears_so_and_is_served_once_it_is_back(pg, make_server,
+                                                                                               llm):
+    """README, "During an outage": a socket that connects meanwhile gets `server_degraded` at once, also one of a
+    user this process has not served yet (whose id is read from the database): its connect went unanswered."""
+    url, proxy = pg
+    server = make_server(database_url=url, env={**ENV, "AUTH_TOKENS": TWO_USERS})
+    llm.set_default(text("hello bob"))
+    heard = {ServerDegradedEvent.TYPE: threading.Event(), ServerRecoveredEvent.TYPE: threading.Event()}
+    client = socketio.Client(reconnection=False)
+    for name, event in heard.items():
+        client.on(name, lambda data, event=event: event.set())
+    try:
+        with proxy.down():
+            assert_reports_outage(server)
+            client.connect(server.url, auth={"token": "tok-bob"}, wait_timeout=10)
+            assert heard[ServerDegradedEvent.TYPE].wait(10)
+            ack = client.call("join_conversation", {"conversation_id": "any"}, timeout=10)
+            assert (ack["status"], ack["code"]) == (503, "database_unavailable"), ack
+        assert heard[ServerRecoveredEvent.TYPE].wait(10)
+        ack = client.call("send_message", {"message": "hello after the outage"}, timeout=10)
+        assert ack["success"] is True, ack
+    finally:
+        client.disconnect()
+    cid = ack["conversation_id"]
+    assert server.get(f"/api/conversations/{cid}", token="tok-bob").status_code == 200  # bob's own
+    assert server.get(f"/api/conversations/{cid}", token="tok-alice").status_code == 404
