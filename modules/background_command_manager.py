@@ -23,6 +23,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.multi_agent.message_router import MessageRouter, PendingMessage
 from modules.notice_fence import fenced, neutralised
+from modules.offload import off_loop
 from modules.peer_signals import CANCEL_COMMAND, PeerSignals
 from modules.statuses import CommandStatus, MessageSource, Visibility
 from modules.storage import commands as command_store
@@ -346,15 +347,22 @@ class BackgroundCommandManager:
             return 0
         self._pruned_at = current
         running = {Path(c.log_path).name for c in command_store.list_running(self._db)}
-        removed = 0
-        for path in self._logs_dir.glob("*.log"):  # none while no command has run
-            try:
-                if path.name not in running and current - path.stat().st_mtime > self._log_retention_s:
-                    path.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                continue
-        return removed
+        # In the thread pool: a user's commands can leave hundreds of thousands of logs in a week, seconds of
+        # system calls that on the event loop froze every client.
+        return off_loop(_remove_logs, self._logs_dir, running, current - self._log_retention_s)
+
+
+def _remove_logs(logs_dir: Path, running: set[str], ended_before: float) -> int:
+    """Delete the logs in `logs_dir` last written before `ended_before`, but those named in `running`."""
+    removed = 0
+    for path in logs_dir.glob("*.log"):  # none while no command has run
+        try:
+            if path.name not in running and path.stat().st_mtime < ended_before:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
 
 
 def _backoff_s(attempt: int) -> float:
