@@ -188,10 +188,10 @@ class Settings:
                                            "conversations", POSITIVE_INT)
     rate_limit_sends_per_min: int = setting(
         "RATE_LIMIT_SENDS_PER_MIN", 120, "per user and clock minute: sends (`POST /api/tasks`, the socket's "
-        "`send_message`); past it, 429 `rate_limited` with `Retry-After` (also `retry_after_s` in the body) or an "
-        "error acknowledgement with `status: 429`, and nothing is stored. Counted in Redis when `REDIS_URL` is set "
-        "(every process shares the count), else in the process; a Redis that does not answer lets requests "
-        "through", POSITIVE_INT)
+        "`send_message`, an edit, a regenerate: each starts a turn); past it, 429 `rate_limited` with "
+        "`Retry-After` (also `retry_after_s` in the body) or an error acknowledgement with `status: 429`, and "
+        "nothing is stored. Counted in Redis when `REDIS_URL` is set (every process shares the count), else in the "
+        "process; a Redis that does not answer lets requests through", POSITIVE_INT)
     workspace_max_mb: int = setting(
         "WORKSPACE_MAX_MB", 2048, "what a conversation's workspace may hold (its files' allocated blocks): "
         "`run_command` is refused with a tool error past it, and a running command is stopped once it passes it",

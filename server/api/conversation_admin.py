@@ -16,6 +16,7 @@ from modules.storage import messages as message_store
 from modules.storage import tasks as task_store
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Conversation, Message
+from server import rate_limits
 from server.api import response_models as out
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -120,6 +121,7 @@ def regenerate(conversation_id: str, user_id: int) -> tuple[out.SendAccepted, in
     409 `nothing_to_regenerate` without a user message, 409 `task_in_progress` while the master runs."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
+    rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.SENDS, user_id)  # a turn, as a send is
     master = agent_store.get_master(rt.db, conv.id)
     if rt.tasks.active_task_of_agent(master.id) is not None:
         raise ApiError(409, "task_in_progress", "the master agent is still answering; stop it or wait")

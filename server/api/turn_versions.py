@@ -13,6 +13,7 @@ from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent, Message
+from server import rate_limits
 from server.api import response_models as out
 from server.api.context import lookup_id, owned_conversation, runtime
 from server.api.endpoint import endpoint
@@ -43,6 +44,7 @@ def edit_message(conversation_id: str, message_id: str, body: EditMessageBody,
     runs."""
     conv = owned_conversation(conversation_id, user_id)
     rt = runtime()
+    rate_limits.check(rt.rate_limiter, rt.settings, rate_limits.SENDS, user_id)  # a turn, as a send is
     master = agent_store.get_master(rt.db, conv.id)
     mid = lookup_id(message_id)
     replaced = _users_message(message_store.list_messages(rt.db, master.id), mid) if mid else None

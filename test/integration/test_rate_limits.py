@@ -63,6 +63,27 @@ def test_sends_conversations_and_socket_events_past_the_limits_answer_rate_limit
     assert (acks[4]["code"], acks[4]["status"]) == ("rate_limited", 429) and acks[4]["retry_after_s"] >= 1
 
 
+def test_edits_and_regenerates_count_as_sends(make_server, llm):
+    server = make_server(env=LIMITS)
+    sent = server.post("/api/tasks", {"message": "hi"}, token="tok-alice").json()
+    cid = sent["conversation_id"]
+    server.wait_task(wait_until(lambda: server.get(f"/api/messages/{sent['message_id']}", token="tok-alice")
+                                .json()["task_id"], 20, what="the send's task"), token="tok-alice")
+    again = server.post(f"/api/conversations/{cid}/regenerate", token="tok-alice")
+    assert again.status_code == 202, again.text
+    server.wait_task(again.json()["task_id"], token="tok-alice")
+    edit = server.post(f"/api/conversations/{cid}/messages/{sent['message_id']}/edit", {"message": "hello"},
+                       token="tok-alice")
+    assert edit.status_code == 202, edit.text
+    server.wait_task(edit.json()["task_id"], token="tok-alice")
+
+    for res in (server.post(f"/api/conversations/{cid}/regenerate", token="tok-alice"),
+                server.post(f"/api/conversations/{cid}/messages/{sent['message_id']}/edit", {"message": "hey"},
+                            token="tok-alice")):
+        assert (res.status_code, res.json()["code"]) == (429, "rate_limited"), res.text
+        assert "RATE_LIMIT_SENDS_PER_MIN" in res.json()["error"]
+
+
 def test_two_processes_share_one_count_through_redis(make_server, llm, tmp_path, redis_url):
     redis.Redis.from_url(redis_url).flushdb()  # no count of an earlier test in this minute
     with fresh_database("postgresql", tmp_path) as url:
