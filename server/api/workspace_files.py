@@ -118,7 +118,7 @@ class _OneAtATime:
 UPLOADS = _OneAtATime()
 
 
-def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int, room: int | None) -> os.stat_result:
+def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int, room: int | None = None) -> os.stat_result:
     """Write the upload into a nameless file in `target`'s folder, then give it `target`'s name; 413 (and
     nothing kept) past `limit` bytes, 507 `workspace_full` (and nothing kept) when the workspace's file
     system, or past `room` bytes its quota, has no room, 409 `name_is_folder` (and nothing kept) when a folder

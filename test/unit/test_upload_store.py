@@ -47,6 +47,9 @@ def test_an_upload_is_named_only_when_whole_and_a_failed_one_leaves_nothing(tmp_
     with pytest.raises(ApiError) as refused:
         workspace_files._store(io.BytesIO(data), tmp_path / "big.bin", limit=len(data) - 1, quota_mb=1)
     assert refused.value.status == 413
+    with pytest.raises(ApiError) as full:  # past what the workspace's quota has left, where a poll holds it
+        workspace_files._store(io.BytesIO(data), tmp_path / "over.bin", limit=len(data), quota_mb=1, room=len(data) - 1)
+    assert (full.value.status, full.value.code) == (507, "workspace_full")
     (tmp_path / "folder").mkdir()
     with pytest.raises(ApiError) as folder:
         workspace_files._store(io.BytesIO(b"y"), tmp_path / "folder", limit=10, quota_mb=1)
