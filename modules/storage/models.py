@@ -173,7 +173,10 @@ class ClientRequest(Base):
     __tablename__ = "client_requests"
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
-    client_message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    # Compared exactly on every database, as the user's names are (migration 0011).
+    client_message_id: Mapped[str] = mapped_column(
+        String(128).with_variant(mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"),
+        primary_key=True)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Double)
 
