@@ -9,15 +9,14 @@ starts a new one.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import overload
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from modules.domain_errors import Conflict, NotFound
+from modules.keyed_locks import KeyedLocks
 from modules.multi_agent.message_router import PendingMessage
 from modules.statuses import SendStatus
 from modules.storage import agents as agent_store
@@ -70,8 +69,7 @@ class ChatService:
         self._routing = UserMessageRouting(rt)
         self.inbox = RoutingInbox(rt, self._routing)
         # Sends to one conversation are stored one at a time, in order; the inbox routes them in that order.
-        self._ordering: dict[str, tuple[threading.Lock, int]] = {}
-        self._ordering_guard = threading.Lock()
+        self._ordering = KeyedLocks[str]()  # one lock per conversation with a send in progress
 
     def send(self, user_id: int, req: SendMessageBody,
              on_conversation: Callable[[str], None] | None = None) -> SendAccepted:
@@ -135,7 +133,7 @@ class ChatService:
         rt.suggestions.cancel(conv.id)
         if req.question_id:
             self._routing.check_question(conv, agent_store.list_agents(rt.db, conv.id), req.question_id)
-        with self._in_order(conv.id):
+        with self._ordering.held(conv.id):
             held = self.inbox.hold(conv, master_id, req.message, req.question_id, message_id, req.client_message_id,
                                    title=title_from(req.message) if conv.title == DEFAULT_TITLE else None)
         return pending_answer(held.id, conv.id)
@@ -156,19 +154,3 @@ class ChatService:
                             agent_id=message.target_agent_id, message_id=message.id, route=message.meta.route,
                             delivery=routed.delivery, target_agent=target.display_name if target else None)
 
-    @contextmanager
-    def _in_order(self, conversation_id: str) -> Iterator[None]:
-        """One lock per conversation with a send in progress, dropped when the last one leaves."""
-        with self._ordering_guard:
-            lock, users = self._ordering.get(conversation_id, (threading.Lock(), 0))
-            self._ordering[conversation_id] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._ordering_guard:
-                lock, users = self._ordering[conversation_id]
-                if users == 1:
-                    del self._ordering[conversation_id]
-                else:
-                    self._ordering[conversation_id] = (lock, users - 1)

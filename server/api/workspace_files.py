@@ -16,16 +16,14 @@ import errno
 import mimetypes
 import os
 import stat
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from flask import Blueprint, Response, request, send_file
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from modules.keyed_locks import KeyedLocks
 from modules.storage import conversations as conversation_store
 from modules.tools.disk_guard import DiskGuard
 from server.api import response_models as out
@@ -88,34 +86,10 @@ def _quota_room(disk: DiskGuard | None, target: Path) -> int | None:
     return room + replaced.st_blocks * 512 if stat.S_ISREG(replaced.st_mode) else room
 
 
-class _OneAtATime:
-    """One upload at a time per workspace, the others waiting in their green threads (run.py patches `threading`
-    first): where a poll holds the quota each reads the workspace's size (a scan, in the thread pool) and then
-    writes at most what was left, so two at once would each pass it by what the other wrote, and many at once
-    would hold the pool's threads for everyone."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._held: dict[Path, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def held(self, workspace: Path) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._held.get(workspace, (threading.Lock(), 0))
-            self._held[workspace] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._held[workspace]
-                if users == 1:
-                    del self._held[workspace]
-                else:
-                    self._held[workspace] = (lock, users - 1)
-
-
-UPLOADS = _OneAtATime()
+# One upload at a time per workspace, the others waiting in their green threads: where a poll holds the quota
+# each reads the workspace's size (a scan, in the thread pool) and then writes at most what was left, so two at
+# once would each pass it by what the other wrote, and many at once would hold the pool's threads for everyone.
+UPLOADS = KeyedLocks[Path]()
 
 
 def _store(source: IO[bytes], target: Path, limit: int, quota_mb: int, room: int | None = None) -> os.stat_result:
