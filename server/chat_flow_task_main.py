@@ -143,7 +143,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(STOPPED)
         if not calls:
             return TurnOutcome(SUCCEEDED)
-        execute_tool_calls(rt, turn, sender, calls, inline_batch=False)
+        execute_tool_calls(rt, turn, sender, calls)
     return TurnOutcome(FAILED, {"code": "iteration_limit",
                                 "message": f"stopped after {limit} model calls without a final answer"})
 

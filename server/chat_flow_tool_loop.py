@@ -37,14 +37,12 @@ def inject_runtime_user_message(rt: TurnRuntime, turn: Turn, sender: EventSender
     return len(drained)
 
 
-def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_calls: list[ToolCall],
-                       *, inline_batch: bool = True) -> None:
+def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_calls: list[ToolCall]) -> None:
     """Run the calls in order; once the turn is stopped, the rest are closed with a cancelled result.
 
-    Results are written as they come, right after the assistant message, so the
-    tool block stays contiguous; the round ends with the inline batch of
-    everything that queued up for the agent meanwhile, after the whole block
-    (unless no model call follows: then it stays queued for the next turn).
+    Results are written as they come, right after the assistant message, so the tool block stays contiguous.
+    What queued up for the agent meanwhile is its next round's inline batch (`handle_task_with_sender`), after
+    the whole block, once that round's model request is sure to be made; it stays queued otherwise.
     """
     ctx = ToolContext(
         conversation_id=turn.conversation_id, agent_id=turn.agent_id, agent_display_name=turn.display_name,
@@ -66,5 +64,3 @@ def execute_tool_calls(rt: TurnRuntime, turn: Turn, sender: EventSender, tool_ca
             return  # taken over: the new owner closed the open calls already
         sender.emit(ToolResultEvent(tool_call_id=call.id, name=call.name,
                                     result=json.dumps(result, ensure_ascii=False)))
-    if inline_batch and not turn.stopped():
-        inject_runtime_user_message(rt, turn, sender)

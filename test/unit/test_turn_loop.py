@@ -1,7 +1,6 @@
-"""The turn loop and the tool loop in-process, on a real queue and history, with a scripted model and tools:
-the same behaviour the integration tests check through a server, here where a mutation tester can see it
-(`make mutate`): model calls and tool rounds in order, the inline batch after the whole tool block (and not
-after the last allowed round), the iteration limit, stops, and a task taken over by another process."""
+"""The turn and tool loops in-process, on a real queue and history, with a scripted model and tools, where a mutation
+tester can see them (`make mutate`): model calls and tool rounds in order, the inline batch after the whole tool
+block, before the next round's request (none after the last round), the iteration limit, stops, and take-overs."""
 
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ from modules.usage.budgets import DAY, TOKENS, Budget, Budgets
 from modules.usage.ledger import UsageLedger
 from modules.usage.records import AGENT, OK, CallContext, UsageRecord
 from server.chat_flow_task_main import handle_task_with_sender
-from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls
+from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls, inject_runtime_user_message
 from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
 from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
@@ -296,7 +295,7 @@ def test_the_inline_batch_echoes_each_message_with_its_route_then_the_queue_size
     f = flow
     queue_message(f, "continue", route=Route.FAST_PATH)
     queue_message(f, "and this", route=Route.HIL)
-    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
+    inject_runtime_user_message(f.rt, f.turn, f.sender)
     echoed = [(t, d) for t, d in f.sender.events if t in (UserMessageEvent.TYPE, RouteEvent.TYPE)]
     [first, second] = [m.message_id for m in message_store.list_messages(f.db, f.master.id) if m.role == "user"]
     assert [(t, d["message"]) for t, d in echoed if t == UserMessageEvent.TYPE] == [(UserMessageEvent.TYPE, "continue"),
@@ -312,15 +311,16 @@ def test_the_inline_batch_echoes_each_message_with_its_route_then_the_queue_size
 def test_an_empty_inline_batch_echoes_nothing(flow):
     f = flow
     execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
+    inject_runtime_user_message(f.rt, f.turn, f.sender)
     assert f.sender.types() == [ToolStartEvent.TYPE, ToolResultEvent.TYPE] and f.rt.transport.events == []
 
 
-def test_a_tool_round_without_inline_batch_leaves_the_queue(flow):
+def test_a_tool_round_leaves_the_queue_to_the_next_rounds_inline_batch(flow):
     f = flow
     queue_message(f, "waits")
-    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")], inline_batch=False)
+    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c1", "run_command", "{}")])
     assert [r.content for r in queue.list_queued(f.db, f.master.id)] == ["waits"]
-    execute_tool_calls(f.rt, f.turn, f.sender, [ToolCall("c2", "run_command", "{}")])
+    inject_runtime_user_message(f.rt, f.turn, f.sender)
     assert queue.list_queued(f.db, f.master.id) == []
 
 
