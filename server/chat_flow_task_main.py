@@ -16,6 +16,7 @@ from modules.storage.message_meta import MessageMeta
 from modules.storage.models import Agent, Message
 from modules.storage.records import new_id
 from modules.usage.records import AGENT, CallContext
+from server.budget_guard import conversation_over_budget
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
@@ -113,7 +114,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
         confirmed = iteration == 0 and checked is not None and time.monotonic() - turn.started < CLAIM_TRUSTED_S
         if turn.stopped() or not (confirmed or turn_is_ours(rt, turn)):
             return TurnOutcome(STOPPED)  # (a task taken over by another process is left to it by _finish)
-        if rt.budgets.active and (over := rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id))):
+        if over := conversation_over_budget(rt.budgets, rt.ledger, turn.conversation_id):
             return TurnOutcome(FAILED, {"code": "budget_exceeded", "message": over.message,
                                         "resets_at": over.resets_at})
         if iteration:  # the round before's inline batch, once this request is sure to be made: a turn that ends
@@ -174,7 +175,7 @@ def _owner_over_budget(rt: TurnRuntime, agent_id: str) -> bool:
     """Whether the user of the agent's conversation has used up a budget: a turn would end before its first
     model request, with the queue it took read into its history and never answered."""
     agent = agent_store.get_agent(rt.db, agent_id)
-    return agent is not None and rt.budgets.exceeded(rt.ledger.user_of(agent.conversation_id)) is not None
+    return agent is not None and conversation_over_budget(rt.budgets, rt.ledger, agent.conversation_id) is not None
 
 
 def collect_queue(rt: TurnRuntime, agent_id: str) -> Collect:

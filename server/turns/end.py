@@ -41,6 +41,7 @@ from modules.storage import tasks as task_store
 from modules.storage.retry import until_answered
 from modules.storage.work_counts import RunningWork, running_work
 from modules.sub_agent.manager import TurnResult
+from server.budget_guard import conversation_over_budget
 from server.sender import TaskEventSender
 from server.turns.context import TurnRuntime
 from server.turns.events import state_event
@@ -244,7 +245,7 @@ def _suggest(rt: TurnRuntime, turn: Turn, next_idx: int | None) -> None:
     log is read)."""
     if turn.user_text is None or turn.reply is None:
         return
-    if rt.budgets.active and rt.budgets.exceeded(rt.ledger.user_of(turn.conversation_id)) is not None:
+    if conversation_over_budget(rt.budgets, rt.ledger, turn.conversation_id) is not None:
         return  # a request past the user's budget, for chips a send would refuse (docs/API.md, "Usage and budgets")
     message_id, reply = turn.reply
     rt.suggestions.schedule(task_id=turn.task_id, conversation_id=turn.conversation_id,
