@@ -5,19 +5,11 @@ system calls, and the other users' requests are answered meanwhile (README, "Con
 from __future__ import annotations
 
 import os
-import threading
 import time
 
-import requests
-
 from test.conftest import TWO_USERS, wait_until
+from test.integration.helpers import slowest_healthz
 from test.scripted_llm import text, tool_calls
-
-
-def _healthz_s(server) -> float:
-    started = time.monotonic()
-    assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
-    return time.monotonic() - started
 
 
 def test_pruning_200k_old_command_logs_freezes_no_one(make_server, llm):
@@ -32,20 +24,8 @@ def test_pruning_200k_old_command_logs_freezes_no_one(make_server, llm):
         os.utime(path, (old, old))
     llm.script(tool_calls(("run_command", {"command": "echo hi", "run_in_background": True})))
     llm.script(text("started"))
-    stop = threading.Event()
-    slowest = [0.0]
-
-    def watch() -> None:
-        while not stop.is_set():
-            slowest[0] = max(slowest[0], _healthz_s(server))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with slowest_healthz(server) as slowest:
         sent = server.send("run it in the background")
         server.wait_task(sent["task_id"], timeout=60)
         wait_until(lambda: not any(logs.glob("old-*")), timeout=60, what="the old logs pruned")
-    finally:
-        stop.set()
-        watcher.join(15)
     assert slowest[0] < 1, f"/healthz took {slowest[0]:.2f} s while old command logs were pruned"

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from test.conftest import TWO_USERS, wait_until
+from test.integration.helpers import healthz_s, slowest_healthz
 from test.integration.hostile_clients import Swapper, get_as
 
 
@@ -20,12 +21,6 @@ def two_users(make_server):
     server = make_server(env={"AUTH_TOKENS": TWO_USERS})
     server.token = "tok-alice"
     return server
-
-
-def _healthz_s(server) -> float:
-    started = time.monotonic()
-    assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
-    return time.monotonic() - started
 
 
 def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
@@ -46,7 +41,7 @@ def test_a_pipe_swapped_under_a_download_freezes_nothing(two_users):
             answers[res.status_code] = answers.get(res.status_code, 0) + 1
             if res.status_code == 200:
                 assert res.content == b"regular content"
-        assert _healthz_s(server) < 1
+        assert healthz_s(server) < 1
         assert server.get(f"/api/conversations/{bob_cid}/files", token="tok-bob").status_code == 200
     finally:
         swapper.stop.set()
@@ -67,25 +62,13 @@ def test_a_folder_of_200k_files_lists_in_pages_while_others_are_answered(two_use
     os.symlink("/etc/passwd", folder / "f000002.link")
     (folder / "f000003\u202etxt.exe").touch()  # a right-to-left override: never listed
 
-    stop = threading.Event()
-    slowest = [0.0]
-
-    def watch() -> None:
-        while not stop.is_set():
-            slowest[0] = max(slowest[0], _healthz_s(server))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with slowest_healthz(server) as slowest:
         page = f"/api/conversations/{cid}/files?limit=1000"
         listers = [threading.Thread(target=lambda: get_as(server, page, 30)) for _ in range(4)]
         for lister in listers:
             lister.start()
         for lister in listers:
             lister.join(60)
-    finally:
-        stop.set()
-        watcher.join(10)
     assert slowest[0] < 1, f"/healthz took {slowest[0]:.2f} s while the folder was listed"
 
     first = server.get(f"/api/conversations/{cid}/files?limit=3").json()
@@ -161,21 +144,9 @@ def test_deleting_a_conversation_whose_workspace_holds_200k_files_freezes_no_one
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(200_000):
         (folder / f"f{i:06d}").touch()
-    stop = threading.Event()
-    slowest = [0.0]
-
-    def watch() -> None:
-        while not stop.is_set():
-            slowest[0] = max(slowest[0], _healthz_s(server))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with slowest_healthz(server) as slowest:
         res = requests.delete(f"{server.url}/api/conversations/{cid}", headers={"Authorization": "Bearer tok-alice"},
                               timeout=60)
         assert res.status_code == 204, res.text
         wait_until(lambda: not folder.exists(), timeout=60, what="the workspace removed")
-    finally:
-        stop.set()
-        watcher.join(10)
     assert slowest[0] < 1, f"/healthz took {slowest[0]:.2f} s while the workspace was removed"
