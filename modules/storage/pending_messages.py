@@ -104,9 +104,14 @@ def enqueue_many_in(session: Session, messages: list[dict[str, Any]]) -> list[st
     return [r["id"] for r in rows if r["id"] in added]
 
 
+def _drained_by(consumed_by: str) -> str:
+    """How the `consumed_by` of every message a drain by `consumed_by` took begins (a unique tail follows)."""
+    return f"{consumed_by[:27]}:"
+
+
 def drain_in(session: Session, agent_id: str, consumed_by: str) -> list[Row[*tuple[Any, ...]]]:
     """Consume every queued message of the agent, oldest first."""
-    claim = {"token": f"{consumed_by[:27]}:{uuid.uuid4().hex}", "at": now()}
+    claim = {"token": f"{_drained_by(consumed_by)}{uuid.uuid4().hex}", "at": now()}
     conn = session.connection()
     if _updates_return(session):  # one round trip: UPDATE .. RETURNING
         return sorted(conn.execute(_DRAIN, {**claim, "agent": agent_id}).all(), key=lambda row: row.seq)
@@ -148,7 +153,7 @@ def put_back_in(session: Session, agent_id: str, drained_by: str, message_ids: l
     turn that follows the stop."""
     ids = list(session.scalars(select(PendingMessageRow.id).where(
         PendingMessageRow.id.in_(message_ids), PendingMessageRow.target_agent_id == agent_id,
-        PendingMessageRow.status == CONSUMED, PendingMessageRow.consumed_by.like(f"{drained_by[:27]}:%"))))
+        PendingMessageRow.status == CONSUMED, PendingMessageRow.consumed_by.like(f"{_drained_by(drained_by)}%"))))
     if not ids:
         return 0
     session.execute(delete(Message).where(Message.agent_id == agent_id, Message.message_id.in_(ids)))
