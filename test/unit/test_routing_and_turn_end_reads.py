@@ -312,8 +312,8 @@ def test_a_turns_suggestions_take_what_the_turn_noted_and_read_nothing(team):
         asked.append((user_message, reply, reply_message_id, next_idx))
 
     with statements(t.db) as seen:
-        _suggest(SimpleNamespace(db=t.db, suggestions=SimpleNamespace(schedule=schedule), budgets=Budgets(t.db, [])),
-                 turn, 7)
+        _suggest(SimpleNamespace(db=t.db, suggestions=SimpleNamespace(schedule=schedule), budgets=Budgets(t.db, []),
+                                 ledger=None), turn, 7)
 
     assert asked == [("and in French", "en français", "m-1", 7)] and seen == []
 
