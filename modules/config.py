@@ -86,7 +86,8 @@ class Settings:
         "a free one)", POSITIVE_INT)
     llm_max_retries: int = setting(
         "LLM_MAX_RETRIES", 4, "retries with exponential backoff on 429, 5xx, 408, timeouts, and an error event in "
-        "the stream whose code names one (OpenRouter's after its answer began); a `Retry-After` (or "
+        "the stream whose code names one (OpenRouter's after its answer began) or that names no status and no "
+        "fault of the request (a gateway's \"Upstream error\"); a `Retry-After` (or "
         "`retry-after-ms`) is waited out as asked, up to 60 s, a longer one fails the call at once "
         "(`rate_limited`); a call that already streamed text is never retried", POSITIVE_INT)
     llm_backoff_base_s: float = setting("LLM_BACKOFF_BASE_S", 0.5, "the first retry's wait; each next one doubles "

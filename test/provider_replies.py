@@ -152,6 +152,19 @@ def openrouter_error(code: int | str, message: str, *, before: str = "", reasoni
     return RawChunksStep(tuple(chunks), done=False)
 
 
+def gateway_error(error: dict[str, Any] | str, *, before: str = "", call_arguments: str = "") -> RawChunksStep:
+    """A gateway or proxy that fails mid-stream with an error chunk of its own words, no HTTP status in it
+    (`{"error": {"message": "Upstream error"}}`, or with only a `type`), then ends the stream; `before`: text
+    streamed ahead of it; `call_arguments`: a tool call's arguments streamed ahead of it (never shown)."""
+    chunks: list[dict | str] = [_choice({"role": "assistant", "content": ""})]
+    chunks += [_choice({"content": piece}) for piece in _pieces(before)]
+    if call_arguments:
+        chunks.append(_choice({"tool_calls": [{"index": 0, "id": "call_cut", "type": "function", "function": {
+            "name": "read_file", "arguments": call_arguments}}]}))
+    chunks.append({"error": error})
+    return RawChunksStep(tuple(chunks), done=False)
+
+
 def whole_body(content: str | None, *, calls: tuple[tuple[str, str, dict[str, Any]], ...] = (),
                reasoning: str = "", finish_reason: str | None = None, objects: bool = False) -> JsonBodyStep:
     """A provider (or proxy) that ignores `stream: true` and answers one `chat.completion` body; `objects`: its

@@ -17,6 +17,9 @@ _OVERFLOW_WORDINGS = (
     "reduce the length", "token limit", "exceeds the limit of", "request too large",
 )
 _STATUS_OF_CODE = {"server_error": 500, "rate_limit_exceeded": 429}
+# Words of an error's `code` or `type` that blame the request, not the endpoint: asking again would not help.
+_CLIENT_FAULT_WORDS = ("invalid", "auth", "permission", "forbidden", "not_found", "unsupported", "quota",
+                       "billing", "moderation", "policy")
 # A refusal of `stream_options` (Mistral answers 422, Groq 400, some vLLM builds 400).
 _STREAM_OPTIONS_WORDINGS = ("stream_options", "include_usage")
 
@@ -71,13 +74,28 @@ def status_error(status: int, text: str) -> ModelError:
 def stream_error(text: str, body: Any = None) -> ModelError:
     """An error the endpoint sent inside a 200 answer (an SSE `error` event, or a JSON error body). One whose
     `code` is an HTTP status (OpenRouter's errors after the stream began: 429, 502 when the upstream provider
-    failed) means what that status means: a rate limit, a server error or a timeout is retried like one."""
+    failed) means what that status means: a rate limit, a server error or a timeout is retried like one, another
+    4xx (a moderation block) is not. One that names no status and no fault of the request (no `code`, an unknown
+    one, only a `type`: "Upstream error" from a gateway mid-stream) is the endpoint's failure, retried as a 5xx
+    would be; a window overflow, an invalid request or a refused key is not, as asking again gets the same."""
     status = _status_code(body)
     if status is not None and (retried := _retried(status, f"model endpoint error ({status}): {text}")):
         return retried
     if is_context_overflow(None, text):
         return ModelError(CONTEXT_LENGTH_EXCEEDED, f"model endpoint error: {text}")
+    if status is None and not _names_client_fault(body):
+        return ModelError("server_error", f"model endpoint error: {text}", retryable=True)
     return ModelError("model_error", f"model endpoint error: {text}")
+
+
+def _names_client_fault(body: Any) -> bool:
+    """The error's `code` or `type` says the request itself was refused (OpenAI's `invalid_request_error`,
+    `invalid_api_key`, Anthropic's `authentication_error`, `permission_error`, `not_found_error`, ...)."""
+    inner = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(inner, Mapping):
+        return False
+    named = " ".join(str(inner.get(key) or "") for key in ("code", "type")).lower()
+    return any(word in named for word in _CLIENT_FAULT_WORDS)
 
 
 def _status_code(body: Any) -> int | None:

@@ -239,8 +239,11 @@ class OpenAIChatModel:
         except (httpx2.HTTPError, ValueError) as exc:
             raise _AttemptFailed(ModelError("model_error", f"model endpoint sent an unreadable body: {exc}"),
                                  None) from exc
-        if not isinstance(body, dict) or "error" in body or not isinstance(body.get("choices"), list):
-            raise _AttemptFailed(stream_error(error_text(body, "not a chat completion"), body), None)
+        if isinstance(body, dict) and "error" in body:
+            raise _AttemptFailed(stream_error(error_text(body, "an error"), body), None)
+        if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+            raise _AttemptFailed(ModelError("model_error", f"model endpoint sent a body that is not a chat "
+                                                           f"completion: {error_text(body, 'empty')}"), None)
         reply.add_completion(body)
         return reply.reply()
 
