@@ -91,7 +91,7 @@ def turn_drafts(turn: int) -> list[MessageDraft]:
 def whole_history(db: Database, agent_id: str, system: dict) -> list[dict]:
     """The request as the server built it before compaction: every stored message."""
     rows = [HistoryRow.from_row(r) for r in message_store.history_after(db, agent_id, -1)]
-    return [system, *HistoryView.of(rows, 2**62).messages]
+    return [system, *HistoryView.of(rows, 2**62, producer="").messages]
 
 
 def run(turns: int, window: int, workdir: Path) -> dict[str, float]:

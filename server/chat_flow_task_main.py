@@ -20,7 +20,7 @@ from server.budget_guard import conversation_over_budget
 from server.chat_flow_tool_loop import execute_tool_calls, inject_runtime_user_message
 from server.sender import EventSender
 from server.turns.context import TurnRuntime
-from server.turns.context_window import ContextTooLarge, build_model_messages, request_tokens
+from server.turns.context_window import ContextTooLarge, agent_producer, build_model_messages, request_tokens
 from server.turns.history import persist_assistant_message, turn_is_ours
 from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, Collect, StartTurn, Turn, TurnOutcome
 
@@ -83,13 +83,14 @@ def _reply_within_window(rt: TurnRuntime, turn: Turn, sender: EventSender, messa
         return _stream_reply(rt, turn, sender, message_id, refused_at=overflow.sent)
 
 
-def _reply_marks(reply: ModelReply) -> MessageMeta:
+def _reply_marks(reply: ModelReply, producer: str) -> MessageMeta:
     """What `text_end` and the stored message say of a reply cut short: by Stop, at the output limit or by the
-    provider's content filter; and the model's thinking."""
+    provider's content filter; the model's thinking; and who wrote it (`producer`: what the provider wants back
+    goes back to it only)."""
     stopped = True if reply.finish_reason == "stopped" else None
     return MessageMeta(partial=stopped, stopped=stopped, truncated=True if reply.truncated else None,
                        filtered=True if reply.filtered else None, reasoning=reply.reasoning or None,
-                       reasoning_details=reply.reasoning_details)
+                       reasoning_details=reply.reasoning_details, producer=producer)
 
 
 def _keep_partial(rt: TurnRuntime, turn: Turn, sender: EventSender, message_id: str, exc: ModelError) -> None:
@@ -134,7 +135,7 @@ def handle_task_with_sender(rt: TurnRuntime, turn: Turn, sender: EventSender) ->
             return TurnOutcome(FAILED, {"code": exc.code, "message": str(exc)})
         calls = [] if turn.stopped() else reply.tool_calls
         turn.wrote_tool_calls = turn.wrote_tool_calls or bool(calls)  # (before the write: its end must look)
-        mark = _reply_marks(reply)
+        mark = _reply_marks(reply, agent_producer(rt, turn))
         if not persist_assistant_message(rt, turn, message_id, reply.content, calls, meta=mark):
             return TurnOutcome(STOPPED)  # taken over by another process
         sender.emit(TextEndEvent(message_id=message_id, content=reply.content, partial=mark.partial,

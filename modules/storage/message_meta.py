@@ -67,6 +67,9 @@ class MessageMeta(SetKeys):
     task_id: str | None = None
     reasoning: str | None = None
     reasoning_details: list[dict[str, Any]] | None = None  # OpenRouter's, sent back with the message's tool calls
+    # The endpoint and model that wrote it (modules/context/view.py `producer_of`): what the provider asks to get
+    # back (a call's `extra_content`, the thinking) goes back to them only.
+    producer: str | None = None
     partial: bool | None = None
     stopped: bool | None = None
     truncated: bool | None = None

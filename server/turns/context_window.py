@@ -16,7 +16,7 @@ from modules.context import compaction
 from modules.context.budget import SUMMARY_SHARE, ContextBudget, budget_for
 from modules.context.shorten import shorten_tokens
 from modules.context.versions import current_versions
-from modules.context.view import HistoryRow, HistoryView
+from modules.context.view import HistoryRow, HistoryView, producer_of
 from modules.event_catalogue import ContextCompactedEvent
 from modules.llm import ModelError
 from modules.llm.tokens import count_messages, count_tokens, count_tools
@@ -40,6 +40,11 @@ class ContextTooLarge(Exception):
 
 def agent_model(rt: TurnRuntime, turn: Turn) -> str:
     return turn.profile.model or rt.settings.llm_model or ""
+
+
+def agent_producer(rt: TurnRuntime, turn: Turn) -> str:
+    """The endpoint and model the agent's requests go to, as its replies are stored with (`producer_of`)."""
+    return producer_of(rt.model.label, agent_model(rt, turn))
 
 
 def agent_budget(rt: TurnRuntime, turn: Turn) -> ContextBudget:
@@ -88,7 +93,7 @@ def build_model_messages(rt: TurnRuntime, turn: Turn, sender: EventSender, tools
     summary = summary_store.latest(rt.db, turn.agent_id)
     current = current_from_seq(turn)
     rows = current_versions(turn.history.read(rt.db, summary.through_seq if summary else -1))
-    view = HistoryView.of(rows, current)
+    view = HistoryView.of(rows, current, agent_producer(rt, turn))
     summary_tokens = _summary_tokens(summary)
     if harder or fixed + summary_tokens + view.tokens > budget.threshold(fixed):
         # First the cheap step: old tool results, then any long old message.

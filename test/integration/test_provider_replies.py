@@ -1,6 +1,6 @@
 """What real providers send, through the real server: every call of a Gemini-style reply runs (its thought
-signature sent back with it), a provider that ignores `stream: true` still answers, and a provider that refuses
-`stream_options` keeps working."""
+signature sent back with it, to that model only), a provider that ignores `stream: true` still answers, and a
+provider that refuses `stream_options` keeps working."""
 
 from __future__ import annotations
 
@@ -37,6 +37,29 @@ def test_gemini_parallel_calls_both_run_and_both_results_and_the_signature_reach
     assert [m.get("tool_call_id") for m in follow_up if m["role"] == "tool"] == ["g-1", "g-2"]
     calls = next(m["tool_calls"] for m in follow_up if m.get("tool_calls"))
     assert [c.get("extra_content") for c in calls] == [GEMINI_SIGNATURE, None]  # Gemini 3 refuses it without
+
+
+def test_a_call_signature_goes_back_to_the_model_that_signed_it_only(make_server, llm):
+    """After LLM_MODEL changed across a restart, Gemini 3's `extra_content` stays out of the other model's requests
+    (a strict OpenAI-compatible server refuses keys it does not know); until then every turn sends it back."""
+    server = make_server(env={"LLM_MODEL": "gemini-3-pro-preview"})
+    llm.script(gemini_parallel_calls(("g-1", "run_command", {"command": "echo signed"})))
+    llm.script(text("Ran it."))
+    sent = server.send("run a command")
+    assert server.wait_task(sent["task_id"])["status"] == TaskStatus.SUCCEEDED
+
+    def calls_sent(message: str, model: str) -> list[dict]:
+        llm.script(text("Here."))
+        task = server.send(message, sent["conversation_id"])
+        assert server.wait_task(task["task_id"])["status"] == TaskStatus.SUCCEEDED
+        request = llm.agent_requests[-1].body
+        assert request["model"] == model
+        return [c for m in request["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
+
+    assert [c.get("extra_content") for c in calls_sent("again", "gemini-3-pro-preview")] == [GEMINI_SIGNATURE]
+    server.env["LLM_MODEL"] = "gpt-4o"
+    server.restart()
+    assert [set(c) for c in calls_sent("after the switch", "gpt-4o")] == [{"id", "type", "function"}]
 
 
 def test_openrouter_reasoning_details_go_back_with_the_calls_of_the_running_turn(server, llm):

@@ -10,7 +10,7 @@ from modules.config import ConfigError, Settings
 from modules.context.budget import UNKNOWN_WINDOW, RefusedSizes, budget_for, known_window
 from modules.context.compaction import choose_split, summary_request, summary_words, transcript_pieces
 from modules.context.shorten import shorten_chars, shorten_tokens
-from modules.context.view import HistoryRow, HistoryView
+from modules.context.view import HistoryRow, HistoryView, producer_of
 from modules.llm.tokens import count_tokens
 
 
@@ -122,7 +122,7 @@ def test_reasoning_goes_back_only_with_the_current_turns_tool_calls():
                HistoryRow(2, "tool", "r", tool_call_id="c1"), HistoryRow(3, "assistant", "a", reasoning="t"),
                HistoryRow(4, "user", "q2"), HistoryRow(5, "assistant", None, calls, reasoning="new thought"),
                HistoryRow(6, "tool", "r", tool_call_id="c1"), HistoryRow(7, "assistant", None, calls)]
-    view = HistoryView.of(history, current_from_seq=4)
+    view = HistoryView.of(history, current_from_seq=4, producer="p")
     assert [m.get("reasoning_content") for m in view.messages] == [None, None, None, None, None, "new thought",
                                                                    None, None]
 
@@ -136,8 +136,37 @@ def test_tool_call_arguments_that_are_not_a_json_object_go_back_to_the_model_as_
              for i, arguments in enumerate(raw)]
     row = HistoryRow(1, "assistant", None, calls)
 
-    sent = HistoryView.of([HistoryRow(0, "user", "q"), row], current_from_seq=0).messages[1]["tool_calls"]
+    sent = HistoryView.of([HistoryRow(0, "user", "q"), row], current_from_seq=0,
+                          producer="p").messages[1]["tool_calls"]
 
     assert [call["function"]["arguments"] for call in sent] == ["{}", "{}", "{}", "{}", '{"command": "ls"}']
     assert [(call["id"], call["function"]["name"]) for call in sent] == [(f"c{i}", "run_command") for i in range(5)]
     assert [call["function"]["arguments"] for call in row.tool_calls or []] == raw
+
+
+def test_what_a_provider_wants_back_goes_only_to_the_endpoint_and_model_that_wrote_it():
+    """A call's `extra_content` (Gemini 3's signature), `reasoning_content` and `reasoning_details` are replayed to
+    the producer of the message only: after a switch of model or endpoint, a strict server refuses unknown keys."""
+    gemini = producer_of("https://generativelanguage.googleapis.com/v1beta/openai", "gemini-3-pro-preview")
+    signed = [{"id": "g1", "type": "function", "function": {"name": "run_command", "arguments": "{}"},
+               "extra_content": {"google": {"thought_signature": "sig"}}}]
+    details = [{"type": "reasoning.encrypted", "data": "enc"}]
+    history = [HistoryRow(0, "user", "q"), HistoryRow(1, "assistant", None, signed, reasoning="thought",
+                                                      reasoning_details=details, producer=gemini),
+               HistoryRow(2, "tool", "r", tool_call_id="g1"),
+               HistoryRow(3, "assistant", None, signed, reasoning="older", reasoning_details=details)]
+
+    def sent(producer: str) -> list[dict]:
+        view = HistoryView.of(history, current_from_seq=0, producer=producer)
+        return [m for m in view.messages if m.get("tool_calls")]
+
+    own, legacy = sent(gemini)
+    assert own["tool_calls"][0]["extra_content"] == {"google": {"thought_signature": "sig"}}
+    assert (own["reasoning_content"], own["reasoning_details"]) == ("thought", details)
+    for other in (producer_of("https://api.openai.com/v1", "gemini-3-pro-preview"),
+                  producer_of("https://generativelanguage.googleapis.com/v1beta/openai", "gpt-4o")):
+        foreign, stored_before = sent(other)
+        assert [set(call) for call in foreign["tool_calls"]] == [{"id", "type", "function"}]
+        assert "reasoning_content" not in foreign and "reasoning_details" not in foreign
+        assert stored_before == legacy  # a row stored before producers were recorded is taken as the request's own
+    assert history[1].tool_calls == signed  # the stored row keeps what the provider sent

@@ -33,6 +33,8 @@ PROFILES = load_profiles(None, {t.name for t in (RUN_COMMAND, *AGENT_TOOLS)})
 
 
 class Summariser:
+    label = "scripted"  # the endpoint's URL on the real model: requests are tagged with it (`producer_of`)
+
     def __init__(self) -> None:
         self.requests: list[dict] = []
         self.during = lambda: None  # runs inside the request, as if the user did something meanwhile

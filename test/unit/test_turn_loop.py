@@ -47,7 +47,7 @@ from server.chat_flow_task_main import handle_task_with_sender
 from server.chat_flow_tool_loop import STOPPED_RESULT, execute_tool_calls, inject_runtime_user_message
 from server.turns.types import CLAIM_TRUSTED_S, FAILED, STOPPED, SUCCEEDED, StartCheck, Turn, TurnOutcome
 from test.unit.teams import TOOL_NAMES
-from test.unit.turn_doubles import Model, Sender, Tools, Transport, calls
+from test.unit.turn_doubles import PRODUCER, Model, Sender, Tools, Transport, calls
 
 PROFILES = load_profiles(None, TOOL_NAMES)
 
@@ -205,7 +205,7 @@ def test_a_reply_cut_off_by_stop_is_marked_stopped_and_partial(flow):
     start, end = f.sender.events[-2], f.sender.events[-1]
     assert end == (TextEndEvent.TYPE, {"message_id": start[1]["message_id"], "content": "I was say", **mark})
     [stored] = message_store.list_messages(f.db, f.master.id)
-    assert stored.content == "I was say" and stored.meta == {"task_id": f.turn.task_id, **mark}
+    assert stored.content == "I was say" and stored.meta == {"task_id": f.turn.task_id, **mark, "producer": PRODUCER}
 
 
 def test_a_whole_reply_carries_no_cut_off_mark(flow):
@@ -213,7 +213,7 @@ def test_a_whole_reply_carries_no_cut_off_mark(flow):
     f.rt.model = Model(ModelReply("All of it.", [], "stop"))
     assert run(f) == TurnOutcome(SUCCEEDED)
     assert set(f.sender.events[-1][1]) == {"message_id", "content"}
-    assert message_store.list_messages(f.db, f.master.id)[0].meta == {"task_id": f.turn.task_id}
+    assert message_store.list_messages(f.db, f.master.id)[0].meta == {"task_id": f.turn.task_id, "producer": PRODUCER}
 
 
 def test_a_turn_stopped_before_its_model_call_makes_none(flow):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from modules.context.view import producer_of
 from modules.llm import ModelReply, ToolCall
 
 
@@ -14,6 +15,8 @@ def calls(*names: str) -> ModelReply:
 
 class Model:
     """Replies in order; `during` runs inside the n-th call (0-based), as if something happened meanwhile."""
+
+    label = "scripted"  # the endpoint's URL on the real model: replies are tagged with it (`producer_of`)
 
     def __init__(self, *replies, during=None):
         self.replies, self.during, self.requests, self.contexts = list(replies), during or {}, [], []
@@ -74,3 +77,6 @@ class Transport:
 
     def emit(self, event_type, data, room):
         self.events.append((event_type, data, room))
+
+
+PRODUCER = producer_of(Model.label, "the-model")  # who wrote the replies of a flow whose LLM_MODEL is "the-model"

@@ -152,6 +152,7 @@ export interface MessageMeta {
   task_id?: string | null;
   reasoning?: string | null;
   reasoning_details?: Record<string, unknown>[] | null;
+  producer?: string | null;
   partial?: boolean | null;
   stopped?: boolean | null;
   truncated?: boolean | null;
