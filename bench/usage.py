@@ -49,7 +49,7 @@ class InstantModel:
     def __init__(self, usage: Usage | None):
         self.usage = usage
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning, on_failed_attempt):
         on_text("The answer.")
         return ModelReply("The answer.", [ToolCall("c1", "run_command", '{"command": "ls"}')], "tool_calls",
                           usage=self.usage, model="bench-model", latency_s=0.001, first_token_s=0.0005)

@@ -3,11 +3,12 @@
 from .demo_model import DemoChatModel
 from .factory import build_chat_model
 from .openai_model import OpenAIChatModel
-from .types import ChatModel, ModelError, ModelReply, ToolCall, Usage
+from .types import ChatModel, FailedAttempt, ModelError, ModelReply, ToolCall, Usage
 
 __all__ = [
     "ChatModel",
     "DemoChatModel",
+    "FailedAttempt",
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",

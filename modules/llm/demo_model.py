@@ -22,7 +22,7 @@ from typing import Any
 from modules.notice_fence import unfenced
 from modules.statuses import CommandStatus
 
-from .types import ModelReply, ToolCall, ignore_text, never_stop
+from .types import FailedAttempt, ModelReply, ToolCall, ignore_attempt, ignore_text, never_stop
 
 _MAX_OUTPUT_CHARS = 1500  # keep the streamed summary short whatever the command printed
 _MAX_QUOTE_CHARS = 200
@@ -71,6 +71,7 @@ class DemoChatModel:
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
         on_reasoning: Callable[[str], None] = ignore_text,  # the demo does not think aloud
+        on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt,  # the demo never fails an attempt
     ) -> ModelReply:
         history = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
         text, calls = _answer(history, _tool_names(tools))

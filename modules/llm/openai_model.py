@@ -1,7 +1,8 @@
 """Streaming chat through any OpenAI-compatible endpoint with the official `openai` client.
 
 The client's own retries are switched off: we retry here so every retry can be reported
-(`on_retry`) and so a call that already streamed text is never silently replayed. Chunks are read
+(`on_retry`; and to the call's `on_failed_attempt`, for its meter, when the endpoint had begun to answer) and so a
+call that already streamed text is never silently replayed. Chunks are read
 as the plain JSON the endpoint sent (no typed model built per chunk) and folded by `ReplyBuilder`.
 """
 
@@ -23,7 +24,15 @@ from .client_pools import ClientPools
 from .errors import error_text, refuses_stream_options, retry_after, status_error, stream_error
 from .reply_builder import ReplyBuilder
 from .stop_watch import StopWatch
-from .types import FAILED_FINISH_REASONS, ModelError, ModelReply, ignore_text, never_stop
+from .types import (
+    FAILED_FINISH_REASONS,
+    FailedAttempt,
+    ModelError,
+    ModelReply,
+    ignore_attempt,
+    ignore_text,
+    never_stop,
+)
 
 FALLBACK_MODEL = "gpt-4o-mini"
 _EVENTS_AFTER_DONE = 16  # what a stream may still send after `[DONE]` before its connection is given up
@@ -32,12 +41,14 @@ log = logging.getLogger(__name__)
 
 
 class _AttemptFailed(Exception):
-    """One attempt failed; carries the error to report and the server's Retry-After."""
+    """One attempt failed; carries the error to report and the server's Retry-After. `answered`: the endpoint
+    had begun to answer (its stream was open), so it may have billed the attempt."""
 
-    def __init__(self, error: ModelError, retry_after: float | None) -> None:
+    def __init__(self, error: ModelError, retry_after: float | None, *, answered: bool = False) -> None:
         super().__init__(error.message)
         self.error = error
         self.retry_after = retry_after
+        self.answered = answered
 
 
 class _ReadToEnd(openai.Stream[object]):
@@ -111,6 +122,7 @@ class OpenAIChatModel:
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
         on_reasoning: Callable[[str], None] = ignore_text,
+        on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt,
     ) -> ModelReply:
         name = model or self.default_model
         request: dict[str, Any] = {"model": name, "messages": messages, "stream": True}
@@ -143,6 +155,8 @@ class OpenAIChatModel:
                     # Asking again sooner than the endpoint said would only be refused again.
                     raise _annotated(err, f"the endpoint asked to retry after {failed.retry_after:g} s, longer "
                                           f"than the {self._max_retry_after_s:g} s this server waits") from failed
+                if failed.answered:  # asked again: the attempt is a request of its own for the meter
+                    on_failed_attempt(reply.failed(err))
                 attempt += 1
                 delay = self._delay(attempt, failed.retry_after)
                 if self._on_retry is not None:
@@ -182,10 +196,13 @@ class OpenAIChatModel:
             answer: ModelReply = outcome["reply"]
             if answer.finish_reason in FAILED_FINISH_REASONS:
                 message = f"model endpoint {self.label} ended the reply with finish_reason {answer.finish_reason!r}"
-                raise _AttemptFailed(ModelError("server_error", message, retryable=True), None)
+                raise _AttemptFailed(ModelError("server_error", message, retryable=True), None, answered=True)
             return answer
         if "error" in outcome:
-            raise outcome["error"]
+            failure = outcome["error"]
+            if isinstance(failure, _AttemptFailed) and opened:
+                failure.answered = True  # its stream was open: the endpoint had begun to answer
+            raise failure
         reply.silence()  # stopped while the worker still waits for the endpoint
         for stream in opened:
             with contextlib.suppress(Exception):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .types import ModelReply, ToolCall, Usage
+from .types import FailedAttempt, ModelError, ModelReply, ToolCall, Usage
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
@@ -77,6 +77,11 @@ class _ThinkSplitter:
         keep = _partial_suffix(self._held, _THINK_CLOSE)
         ready, self._held = self._held[: len(self._held) - keep], self._held[len(self._held) - keep:]
         return out + ([(True, ready)] if ready else [])
+
+    @property
+    def held(self) -> str:
+        """What is held back, not yet passed on."""
+        return self._held
 
     def flush(self) -> list[tuple[bool, str]]:
         held, self._held = self._held, ""
@@ -248,6 +253,15 @@ class ReplyBuilder:
         calls = [ToolCall(id=c.id or f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=c.arguments,
                           extra_content=c.extra_content) for c in self._calls if c.name]
         return self._built("".join(self._text), calls, self._finish_reason)
+
+    def failed(self, error: ModelError) -> FailedAttempt:
+        """The attempt, given up on: what streamed back, passing nothing more on (the held-back text stays
+        unshown, and counts as output all the same)."""
+        with self._lock:
+            streamed = "".join(self._text + self._reasoning) + self._think.held
+        streamed += "".join(call.name + call.arguments for call in self._calls)
+        return FailedAttempt(error, self._model, streamed, self._usage, time.monotonic() - self._started,
+                             self._first_token_s)
 
     def stopped(self) -> ModelReply:
         # Tool calls may be cut off mid-arguments, and the user asked to stop anyway.

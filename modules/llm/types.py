@@ -55,6 +55,20 @@ class ModelReply:
         return self.finish_reason in ("content_filter", "sensitive")
 
 
+@dataclass(frozen=True)
+class FailedAttempt:
+    """An attempt of a call that the client gave up on and asked again, after the endpoint had begun to answer:
+    the provider may have billed it, so the caller's meter records it as a failed request of its own (README,
+    "Usage, budgets and metrics"). The call's last attempt is never one: the call's reply or error says that."""
+
+    error: ModelError
+    model: str  # the model the provider said answered, else the one asked for
+    output: str  # what streamed back before the failure (none of it shown: the call would not be retried)
+    usage: Usage | None  # what the provider reported before it failed, if it did
+    latency_s: float
+    first_token_s: float | None
+
+
 # finish_reason values that say the provider failed to finish the reply (Zhipu's `network_error`, Mistral's
 # `error`, vLLM's `abort`): the reply is a failure, retried as a server error while nothing was shown.
 FAILED_FINISH_REASONS = frozenset({"network_error", "error", "abort"})
@@ -98,6 +112,10 @@ def never_stop() -> bool:
     return False
 
 
+def ignore_attempt(_attempt: FailedAttempt) -> None:
+    """Default `on_failed_attempt`: the caller does not meter the attempts it did not get a reply from."""
+
+
 class ChatModel(Protocol):
     label: str  # "demo" for the demo model, the base URL for a real endpoint (shown by /healthz)
 
@@ -110,7 +128,9 @@ class ChatModel(Protocol):
         on_text: Callable[[str], None] = ignore_text,
         should_stop: Callable[[], bool] = never_stop,
         on_reasoning: Callable[[str], None] = ignore_text,
+        on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt,
     ) -> ModelReply:
         """Run one chat completion, streaming text to `on_text` (and thinking to `on_reasoning`) and
-        checking `should_stop` between chunks."""
+        checking `should_stop` between chunks; each attempt retried after the endpoint had begun to answer is
+        told to `on_failed_attempt`."""
         ...

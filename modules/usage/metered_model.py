@@ -4,7 +4,8 @@ Callers bind who a request is for (`bound(CallContext(...))`: its purpose, conve
 and use the bound model as any ChatModel. Each request, answered, stopped or failed, becomes one
 UsageRecord in the ledger (one stopped before it was sent is none): the tokens the provider reported
 (`ModelReply.usage`), or an estimate marked `estimated` (modules/llm/tokens.py) when it reported none or the
-request failed.
+request failed. An attempt the client retried after the endpoint had begun to answer (`FailedAttempt`) is a
+failed request of its own: the provider may have billed it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from modules.llm import ChatModel, ModelError, ModelReply
+from modules.llm import ChatModel, FailedAttempt, ModelError, ModelReply, Usage
 from modules.llm.tokens import count_messages, count_tokens, count_tools
-from modules.llm.types import ignore_text, never_stop
+from modules.llm.types import ignore_attempt, ignore_text, never_stop
 from modules.tracing import Span, Tracing
 from modules.usage.ledger import UsageLedger
 from modules.usage.prices import PriceTable
@@ -43,13 +44,16 @@ class MeteredChatModel:
     def stream_chat(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                     model: str | None = None, on_text: Callable[[str], None] = ignore_text,
                     should_stop: Callable[[], bool] = never_stop,
-                    on_reasoning: Callable[[str], None] = ignore_text) -> ModelReply:
+                    on_reasoning: Callable[[str], None] = ignore_text,
+                    on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt) -> ModelReply:
         return self.metered(CallContext(UNATTRIBUTED), messages=messages, tools=tools, model=model,
-                            on_text=on_text, should_stop=should_stop, on_reasoning=on_reasoning)
+                            on_text=on_text, should_stop=should_stop, on_reasoning=on_reasoning,
+                            on_failed_attempt=on_failed_attempt)
 
     def metered(self, context: CallContext, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 model: str | None, on_text: Callable[[str], None], should_stop: Callable[[], bool],
-                on_reasoning: Callable[[str], None]) -> ModelReply:
+                on_reasoning: Callable[[str], None],
+                on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt) -> ModelReply:
         started = time.monotonic()
         first: list[float] = []
         shown: list[str] = []  # what came back, should the call fail on our side (then no reply says it)
@@ -65,6 +69,15 @@ class MeteredChatModel:
             on_reasoning(chunk)
 
         asked = model or self._default_model or self.inner.label
+
+        def attempt_failed(attempt: FailedAttempt) -> None:
+            try:
+                self._record(context, attempt.model or asked, asked, FAILED, attempt.usage, messages, tools,
+                             attempt.output, attempt.latency_s, attempt.first_token_s, None)
+            except Exception:  # the call goes on: its own row is still written
+                log.exception("a failed attempt of a model request could not be metered")
+            on_failed_attempt(attempt)
+
         if should_stop():  # stopped before the request went out (the user's Stop): nothing was sent, nothing to count
             return ModelReply("", [], "stopped", model=asked)
         with self.tracing.span(f"chat {asked}", {
@@ -73,7 +86,8 @@ class MeteredChatModel:
                 "chat.purpose": context.purpose, "chat.task_id": context.task_id}, client=True) as span:
             try:
                 reply = self.inner.stream_chat(messages=messages, tools=tools, model=model, on_text=text,
-                                               should_stop=should_stop, on_reasoning=reasoning)
+                                               should_stop=should_stop, on_reasoning=reasoning,
+                                               on_failed_attempt=attempt_failed)
             except ModelError as exc:
                 self._record(context, asked, asked, FAILED, None, messages, tools, exc.partial + exc.partial_reasoning,
                              time.monotonic() - started, first[0] if first else None, span)
@@ -90,16 +104,15 @@ class MeteredChatModel:
             output = reply.content + "".join(call.name + call.arguments for call in reply.tool_calls)
             status = STOPPED if reply.finish_reason == "stopped" else OK
             first_token = reply.first_token_s if reply.first_token_s is not None else (first[0] if first else None)
-            self._record(context, answered, asked, status, reply, messages, tools, output + reply.reasoning,
+            self._record(context, answered, asked, status, reply.usage, messages, tools, output + reply.reasoning,
                          reply.latency_s or time.monotonic() - started, first_token, span)
             if span is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason or ""])
         return reply
 
-    def _record(self, context: CallContext, model: str, asked: str, status: str, reply: ModelReply | None,
+    def _record(self, context: CallContext, model: str, asked: str, status: str, usage: Usage | None,
                 messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, output: str, latency_s: float,
                 first_token_s: float | None, span: Span | None) -> None:
-        usage = reply.usage if reply is not None else None
         if usage is not None:
             prompt, completion = usage.prompt_tokens, usage.completion_tokens
             cached, reasoning = usage.cached_tokens, usage.reasoning_tokens
@@ -128,6 +141,8 @@ class BoundChatModel:
     def stream_chat(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                     model: str | None = None, on_text: Callable[[str], None] = ignore_text,
                     should_stop: Callable[[], bool] = never_stop,
-                    on_reasoning: Callable[[str], None] = ignore_text) -> ModelReply:
+                    on_reasoning: Callable[[str], None] = ignore_text,
+                    on_failed_attempt: Callable[[FailedAttempt], None] = ignore_attempt) -> ModelReply:
         return self._meter.metered(self.context, messages=messages, tools=tools, model=model, on_text=on_text,
-                                   should_stop=should_stop, on_reasoning=on_reasoning)
+                                   should_stop=should_stop, on_reasoning=on_reasoning,
+                                   on_failed_attempt=on_failed_attempt)

@@ -13,6 +13,7 @@ import socketio
 from modules.event_catalogue import TaskCompleteEvent
 from modules.statuses import Route, TaskStatus
 from test.conftest import TWO_USERS, wait_until
+from test.provider_replies import ended_early
 from test.scripted_llm import StepUsage, match_system, text, tool_calls
 
 SUMS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "requests", "estimated")
@@ -95,6 +96,20 @@ def test_a_provider_that_reports_no_usage_gives_estimates_marked_as_such(server,
     conv = server.get(f"/api/conversations/{sent['conversation_id']}/usage").json()
     assert conv["by_purpose"]["agent"]["estimated"] == 1
     assert conv["by_purpose"]["routing"]["estimated"] == conv["by_purpose"]["routing"]["requests"] == 1
+
+
+def test_an_attempt_retried_after_the_provider_began_to_answer_is_a_failed_request_of_its_own(server, llm):
+    """Its stream ended mid-call and was asked again: the provider may bill the cut attempt, so the ledger has a
+    failed, estimated row for it beside the answer's own, reported row."""
+    llm.script(ended_early(call_arguments='{"command": "ech'), text("Done.", usage=StepUsage(100, 10)))
+    sent = server.send("hello again")
+    complete = server.wait_event(sent["task_id"], TaskCompleteEvent.TYPE)
+    assert len(llm.agent_requests) == 2
+    assert (complete["usage"]["requests"], complete["usage"]["estimated"]) == (2, 1)
+    assert complete["usage"]["prompt_tokens"] > 100 and complete["usage"]["completion_tokens"] > 10
+    body = server.get("/metrics").text
+    for status in ("failed", "ok"):
+        assert _metric(body, "chat_model_requests_total", model="scripted-model", purpose="agent", status=status) == 1
 
 
 def test_usage_is_the_callers_own(make_server, llm):

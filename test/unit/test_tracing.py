@@ -25,7 +25,7 @@ class Model:
     def __init__(self, reply):
         self.reply = reply
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning, on_failed_attempt):
         if isinstance(self.reply, Exception):
             raise self.reply
         return self.reply

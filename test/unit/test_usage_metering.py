@@ -14,6 +14,7 @@ from modules.config import ConfigError, Settings
 from modules.event_catalogue import TextEndEvent
 from modules.llm import ModelError, ModelReply, ToolCall, Usage
 from modules.llm.openai_model import FALLBACK_MODEL
+from modules.llm.tokens import count_messages, count_tokens
 from modules.storage import conversations
 from modules.storage import tasks as task_store
 from modules.storage import usage as usage_store
@@ -27,7 +28,8 @@ from modules.usage.metered_model import MeteredChatModel
 from modules.usage.prices import Price, PriceTable, load_prices
 from modules.usage.records import AGENT, FAILED, OK, UNATTRIBUTED, CallContext
 from test.db_urls import migrated_database
-from test.scripted_llm import error
+from test.provider_replies import ended_early
+from test.scripted_llm import StepUsage, error, text
 from test.unit.scripted_client import USER, make_model
 
 
@@ -37,7 +39,7 @@ class Model:
     def __init__(self, *replies):
         self.replies = list(replies)
 
-    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning):
+    def stream_chat(self, *, messages, tools=None, model=None, on_text, should_stop, on_reasoning, on_failed_attempt):
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
@@ -136,6 +138,38 @@ def test_a_failed_request_without_llm_model_is_recorded_under_the_model_the_clie
     ledger.flush()
     [row] = _rows(db)
     assert (row.status, row.model) == (FAILED, FALLBACK_MODEL)  # not the endpoint's URL
+
+
+def test_an_attempt_that_failed_mid_stream_and_was_asked_again_is_a_failed_row_of_its_own(led, llm):
+    """The provider had begun to answer (a call's arguments streamed, then the body ended), and may bill it: the
+    retried attempt is a failed row of its own, estimated from what was sent and what came back; the answer that
+    followed is the call's own row, as reported."""
+    db, _writer, ledger, _user, conv, _master = led
+    llm.script(ended_early(call_arguments='{"path": "READ'), text("Done.", usage=StepUsage(40, 3)))
+    llm.script(error(500, "overloaded"), text("Again.", usage=StepUsage(40, 4)))  # refused: not an answer begun
+    meter = MeteredChatModel(make_model(llm), ledger, PriceTable({}), "")
+    bound = meter.bound(CallContext(AGENT, conv.id, task_id="t1"))
+
+    assert [bound.stream_chat(messages=USER).content for _ in range(2)] == ["Done.", "Again."]
+
+    ledger.flush()
+    assert [(r.status, r.estimated, r.prompt_tokens, r.completion_tokens) for r in _rows(db)] == [
+        (FAILED, True, count_messages(USER), count_tokens('read_file{"path": "READ')), (OK, False, 40, 3),
+        (OK, False, 40, 4)]
+    assert ledger.take_task("t1").requests == 3
+
+
+def test_a_call_that_fails_after_a_retried_attempt_has_one_row_per_attempt(led, llm):
+    db, _writer, ledger, _user, conv, _master = led
+    llm.script(ended_early("", call_arguments='{"pa'), ended_early("", call_arguments='{"path'))
+    meter = MeteredChatModel(make_model(llm, max_retries=1), ledger, PriceTable({}), "")
+
+    with pytest.raises(ModelError) as caught:
+        meter.bound(CallContext(AGENT, conv.id)).stream_chat(messages=USER)
+
+    ledger.flush()
+    assert caught.value.code == "connection_error" and len(llm.requests) == 2
+    assert [r.status for r in _rows(db)] == [FAILED, FAILED]  # the last attempt is the call's own row, once
 
 
 def test_a_request_stopped_before_it_was_sent_is_not_recorded(led, llm):
