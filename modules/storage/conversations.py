@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import cast
 
-from sqlalchemy import Table, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import AgentState, CommandStatus
+from modules.storage.conversation_pages import ConversationCursor, ConversationPage
 from modules.storage.db import Database
 from modules.storage.models import (
     Agent,
@@ -88,9 +89,10 @@ def get_conversation_and_agents(db: Database, conversation_id: str) -> tuple[Con
     return (rows[0][0], [row[1] for row in rows]) if rows else None
 
 
-def list_conversations(db: Database, user_id: int, limit: int = 200, query: str | None = None) -> list[Conversation]:
-    """The user's conversations, newest first; `query`: only those whose title or a user's or an agent's
-    message contains it, ignoring case."""
+def list_conversations(db: Database, user_id: int, limit: int = 200, query: str | None = None,
+                       before: ConversationCursor | None = None) -> ConversationPage:
+    """A page of the user's conversations, newest first (by last activity, then id); `query`: only those whose
+    title or a user's or an agent's message contains it, ignoring case; `before`: those after that cursor."""
     stmt = select(Conversation).where(Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
     if query:
         needle = query.lower()
@@ -98,8 +100,14 @@ def list_conversations(db: Database, user_id: int, limit: int = 200, query: str 
                                      Message.role.in_(("user", "assistant")),
                                      func.lower(Message.content).contains(needle, autoescape=True))
         stmt = stmt.where(or_(func.lower(Conversation.title).contains(needle, autoescape=True), in_messages))
+    if before is not None:
+        stmt = stmt.where(or_(Conversation.updated_at < before.updated_at,
+                              and_(Conversation.updated_at == before.updated_at,
+                                   Conversation.id > before.conversation_id)))
     with db.read() as s:
-        return list(s.scalars(stmt.order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit)))
+        rows = list(s.scalars(stmt.order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit + 1)))
+    page = rows[:limit]
+    return ConversationPage(page, ConversationCursor.after(page[-1]) if len(rows) > limit else None)
 
 
 def rename_conversation(db: Database, conversation_id: str, user_id: int, title: str) -> Conversation | None:

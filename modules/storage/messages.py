@@ -32,6 +32,12 @@ _TAIL = select(Message.seq, Message.role, Message.content, Message.tool_calls, M
 _CALLS_AND_RESULTS = select(Message.role, Message.tool_calls, Message.tool_call_id) \
     .where(Message.agent_id == bindparam("agent"), Message.role.in_(("assistant", "tool")),
            Message.seq >= bindparam("first")).order_by(Message.seq)
+# Pages of a history (`GET .../messages?before=&limit=`).
+_SEQ_OF = select(Message.seq).where(Message.agent_id == bindparam("agent"), Message.message_id == bindparam("message"))
+_LATEST = select(Message).where(Message.agent_id == bindparam("agent")).order_by(Message.seq.desc()) \
+    .limit(bindparam("limit"))
+_LATEST_BEFORE = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq < bindparam("before")) \
+    .order_by(Message.seq.desc()).limit(bindparam("limit"))
 _RECENT_CHAT = select(Message).where(Message.conversation_id == bindparam("conversation"),
                                      Message.role.in_(("user", "assistant")), Message.content.is_not(None)) \
     .order_by(Message.id.desc()).limit(bindparam("limit"))
@@ -119,6 +125,21 @@ def append_messages(db: Database, conversation_id: str, agent_id: str, drafts: l
 def list_messages(db: Database, agent_id: str) -> list[Message]:
     with db.read() as s:
         return list(s.scalars(_OF_AGENT, {"agent": agent_id}))
+
+
+def messages_before(db: Database, agent_id: str, limit: int,
+                    before_message_id: str | None = None) -> list[Message] | None:
+    """The `limit` entries just before the agent's message `before_message_id` (without it: its latest), oldest
+    first; None when that message is not in this agent's history. Read by the (agent_id, seq) index."""
+    with db.read() as s:
+        if before_message_id is None:
+            rows = list(s.scalars(_LATEST, {"agent": agent_id, "limit": limit}))
+        else:
+            seq = s.scalar(_SEQ_OF, {"agent": agent_id, "message": before_message_id})
+            if seq is None:
+                return None
+            rows = list(s.scalars(_LATEST_BEFORE, {"agent": agent_id, "before": seq, "limit": limit}))
+    return rows[::-1]
 
 
 def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:

@@ -9,12 +9,21 @@ from modules.storage import conversations as conversation_store
 from modules.storage import messages as message_store
 from modules.storage import pending_messages as queue
 from modules.storage import summaries as summary_store
+from modules.storage.conversation_pages import ConversationCursor
 from server import rate_limits
 from server.api import response_models as out
 from server.api.context import conversation_agent, owned_conversation, runtime
 from server.api.endpoint import endpoint
-from server.api.request_models import DEFAULT_TITLE, ConversationSearchQuery, CreateConversationBody, MessagesQuery
+from server.api.request_models import (
+    DEFAULT_MESSAGE_PAGE,
+    DEFAULT_TITLE,
+    ConversationSearchQuery,
+    CreateConversationBody,
+    MessagePageQuery,
+    MessagesQuery,
+)
 from server.api.serializers import agent_out, conversation_detail, conversation_out, iso, message_out
+from server.errors import not_found
 
 bp = Blueprint("conversations", __name__, url_prefix="/api/conversations")
 
@@ -33,9 +42,13 @@ def create_conversation(body: CreateConversationBody, user_id: int) -> tuple[out
 @bp.get("")
 @endpoint({200: out.ConversationList}, errors=(400,), query=ConversationSearchQuery)
 def list_conversations(query: ConversationSearchQuery, user_id: int) -> out.ConversationList:
-    """The caller's conversations, newest first; `q` keeps those whose title or a message contains it."""
-    convs = conversation_store.list_conversations(runtime().db, user_id, query=query.q or None)
-    return out.ConversationList(data=[conversation_out(c) for c in convs])
+    """A page of the caller's conversations, newest first; `q` keeps those whose title or a message contains it.
+
+    `next_cursor`, passed as `before`, asks for the page after this one (keyset paging, docs/API.md)."""
+    before = ConversationCursor.decode(query.before) if query.before else None
+    page = conversation_store.list_conversations(runtime().db, user_id, query.limit, query.q or None, before)
+    return out.ConversationList(data=[conversation_out(c) for c in page.conversations],
+                                next_cursor=page.next_cursor.encode() if page.next_cursor else None)
 
 
 @bp.get("/<conversation_id>")
@@ -47,12 +60,22 @@ def get_conversation(conversation_id: str, user_id: int) -> out.ConversationDeta
 
 
 @bp.get("/<conversation_id>/messages")
-@endpoint({200: out.MessageList}, errors=(404,), query=MessagesQuery)
-def list_messages(conversation_id: str, query: MessagesQuery, user_id: int) -> out.MessageList:
-    """One agent's history, oldest first."""
+@endpoint({200: out.MessageList}, errors=(400, 404), query=MessagePageQuery)
+def list_messages(conversation_id: str, query: MessagePageQuery, user_id: int) -> out.MessageList:
+    """One agent's history, oldest first: all of it, or with `before` and/or `limit` one page of it.
+
+    A page is the `limit` messages just before the message `before` (the latest without it); a `before` that
+    is not in this agent's history answers 404."""
     conv = owned_conversation(conversation_id, user_id)
     agent = conversation_agent(conv, query.agent)
-    msgs = message_store.list_messages(runtime().db, agent.id)
+    db = runtime().db
+    if query.before is None and query.limit is None:
+        msgs = message_store.list_messages(db, agent.id)
+    else:
+        page = message_store.messages_before(db, agent.id, query.limit or DEFAULT_MESSAGE_PAGE, query.before)
+        if page is None:
+            raise not_found("message")
+        msgs = page
     return out.MessageList(agent_id=agent.id, display_name=agent.display_name, data=[message_out(m) for m in msgs])
 
 

@@ -9,11 +9,15 @@ from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from modules.config import Settings
+from modules.storage.conversation_pages import ConversationCursor
 from server.api.validation import NonBlankText, RequestModel, check_storable
 
 DEFAULT_TITLE = "New conversation"
 MAX_TITLE_CHARS = 200
 MAX_OFFSET = 2**31 - 1
+MAX_CONVERSATION_PAGE = 200  # also the default: a client that does not page sees the list it always saw
+MAX_MESSAGE_PAGE = 1000
+DEFAULT_MESSAGE_PAGE = 200
 
 
 # Strings that can be stored, each with its length bounds (in the schema), checked before storability.
@@ -85,6 +89,16 @@ class MessagesQuery(RequestModel):
     agent: str | None = Field(None, description="agent id or display name; default: the master")
 
 
+class MessagePageQuery(MessagesQuery):
+    """`GET .../messages`: without `before` and `limit`, the whole history (as it always was)."""
+
+    before: IdText | None = Field(
+        None, description="a `message_id` of the agent's history: the messages just before it (one not in it: 404)")
+    limit: int | None = Field(
+        None, ge=1, le=MAX_MESSAGE_PAGE, description=f"messages per page, 1 to {MAX_MESSAGE_PAGE:,}; alone: the "
+                                                     f"latest; with `before` its default is {DEFAULT_MESSAGE_PAGE}")
+
+
 def _strip(value: str) -> str:
     return value.strip()
 
@@ -97,10 +111,25 @@ class RenameConversationBody(RequestModel):
         description="1 to 200 characters after stripping white space")
 
 
+def _conversation_cursor(value: str) -> str:
+    try:
+        ConversationCursor.decode(value)
+    except ValueError:
+        raise PydanticCustomError("invalid_cursor", "is not a `next_cursor` of this list") from None
+    return value
+
+
 class ConversationSearchQuery(RequestModel):
+    """`GET /api/conversations`: one page of the caller's conversations, newest first."""
+
+    error_codes = {"before": "invalid_cursor"}
     q: TitleText | None = Field(
         None, description="only conversations whose title or a user's or agent's message contains this text "
                           "(case-insensitive)")
+    limit: int = Field(MAX_CONVERSATION_PAGE, ge=1, le=MAX_CONVERSATION_PAGE,
+                       description=f"conversations per page, 1 to {MAX_CONVERSATION_PAGE}")
+    before: Annotated[CursorText, AfterValidator(_conversation_cursor)] | None = Field(
+        None, description="the `next_cursor` of the page before: the conversations after it")
 
 
 class ExportQuery(RequestModel):

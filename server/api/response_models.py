@@ -66,7 +66,8 @@ class ConversationDetail(Conversation):
 
 class ConversationList(ResponseModel):
     success: Literal[True] = True
-    data: list[Conversation] = Field(description="newest first")
+    data: list[Conversation] = Field(description="newest first (by last activity)")
+    next_cursor: str | None = Field(description="pass as `before` for the next page; null on the last page")
 
 
 class ToolFunction(ResponseModel):

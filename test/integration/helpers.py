@@ -1,5 +1,5 @@
-"""Helpers of the integration tests that read a conversation back through the REST API, the scripted model's
-matchers for its agents, and a watch on how fast the server answers meanwhile."""
+"""Helpers of the integration tests that read a conversation back through the REST API (or make a long one), the
+scripted model's matchers for its agents, and a watch on how fast the server answers meanwhile."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 
 import requests
 
-from modules.statuses import MessageSource
-from test.scripted_steps import Match, match_system
+from modules.statuses import MessageSource, TaskStatus
+from test.scripted_steps import Match, match_system, text, tool_calls
 
 MASTER = match_system("You are MasterAgent")
+FAILED_CALLS = 260  # `busy_conversation`'s failed tool calls in one turn: more messages than an export reads at once
 
 
 def sub(n: int, role: str = "InfoAgent") -> Match:
@@ -33,6 +34,41 @@ def history(server: Any, cid: str, agent: str | None = None) -> list[dict[str, A
     """An agent's history (the master's by default)."""
     path = f"/api/conversations/{cid}/messages" + (f"?agent={agent}" if agent else "")
     return server.get(path).json()["data"]
+
+
+def busy_conversation(server: Any, llm: Any) -> str:
+    """A conversation of two agents: a blocking sub-agent's run, then FAILED_CALLS failed tool calls in one turn
+    (more messages than a page or an export's batch), texts with quotes, Unicode and trailing white space, and a
+    Regenerate copy (which the export leaves out)."""
+    llm.script(tool_calls(("create_sub_agent", {"role": "InfoAgent", "task": "find opening hours",
+                                                "run_in_background": False})), match=MASTER)
+    llm.script(text("Open 10:00–18:00 ✓\n\n  "), match=sub(1))
+    llm.script(tool_calls(*[("terminate_sub_agent", {"display_name": f"Nobody_{n}"})
+                            for n in range(FAILED_CALLS)]), match=MASTER)
+    llm.script(text("The museum opens at ten.\n```\ncode\n```"), match=MASTER)
+    sent = server.send("When does the museum \"open\"?\nThanks")
+    assert server.wait_task(sent["task_id"], timeout=60)["status"] == TaskStatus.SUCCEEDED
+    cid = sent["conversation_id"]
+    llm.script(text("It opens at 10:00.   "), match=MASTER)
+    regenerated = server.post(f"/api/conversations/{cid}/regenerate")
+    assert regenerated.status_code == 202, regenerated.text
+    assert server.wait_task(regenerated.json()["task_id"])["status"] == TaskStatus.SUCCEEDED
+    return cid
+
+
+def all_conversations(server: Any, token: str | None = None, **params: Any) -> list[dict[str, Any]]:
+    """Every conversation of the caller, newest first: the list's pages followed by their `next_cursor`."""
+    found: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(1000):
+        res = server.get("/api/conversations", params={**params, **({"before": cursor} if cursor else {})},
+                         token=token)
+        assert res.status_code == 200, res.text
+        found += res.json()["data"]
+        cursor = res.json()["next_cursor"]
+        if cursor is None:
+            return found
+    raise AssertionError("the conversation list's pages never ended")
 
 
 def notices(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,4 +29,4 @@ def test_names_that_differ_only_in_case_or_accents_are_users_of_their_own(any_db
 
     conv, _ = conversations.create_conversation(any_db, ids[0], "Anna's", "MasterAgent")
     assert conversations.get_conversation(any_db, conv.id, ids[1]) is None  # anna cannot read Anna's
-    assert [c.id for c in conversations.list_conversations(any_db, ids[1])] == []
+    assert conversations.list_conversations(any_db, ids[1]).conversations == []

@@ -93,6 +93,7 @@ export interface ConversationDetail {
 export interface ConversationList {
   success: true;
   data: Conversation[];
+  next_cursor: string | null;
 }
 
 export interface ConversationUsage {
