@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -32,12 +33,14 @@ _TAIL = select(Message.seq, Message.role, Message.content, Message.tool_calls, M
 _CALLS_AND_RESULTS = select(Message.role, Message.tool_calls, Message.tool_call_id) \
     .where(Message.agent_id == bindparam("agent"), Message.role.in_(("assistant", "tool")),
            Message.seq >= bindparam("first")).order_by(Message.seq)
-# Pages of a history (`GET .../messages?before=&limit=`).
+# Pages of a history (`GET .../messages?before=&limit=`) and the batches an export streams.
 _SEQ_OF = select(Message.seq).where(Message.agent_id == bindparam("agent"), Message.message_id == bindparam("message"))
 _LATEST = select(Message).where(Message.agent_id == bindparam("agent")).order_by(Message.seq.desc()) \
     .limit(bindparam("limit"))
 _LATEST_BEFORE = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq < bindparam("before")) \
     .order_by(Message.seq.desc()).limit(bindparam("limit"))
+_BATCH_AFTER = select(Message).where(Message.agent_id == bindparam("agent"), Message.seq > bindparam("after")) \
+    .order_by(Message.seq).limit(bindparam("limit"))
 _RECENT_CHAT = select(Message).where(Message.conversation_id == bindparam("conversation"),
                                      Message.role.in_(("user", "assistant")), Message.content.is_not(None)) \
     .order_by(Message.id.desc()).limit(bindparam("limit"))
@@ -140,6 +143,20 @@ def messages_before(db: Database, agent_id: str, limit: int,
                 return None
             rows = list(s.scalars(_LATEST_BEFORE, {"agent": agent_id, "before": seq, "limit": limit}))
     return rows[::-1]
+
+
+def history_batches(db: Database, agent_id: str, batch: int) -> Iterator[list[Message]]:
+    """The agent's whole history, oldest first, `batch` entries at a time, each read in a transaction of its own
+    (an export streams a long history to a slow client without holding it all, nor a transaction, meanwhile)."""
+    after = -1
+    while True:
+        with db.read() as s:
+            rows = list(s.scalars(_BATCH_AFTER, {"agent": agent_id, "after": after, "limit": batch}))
+        if rows:
+            yield rows
+        if len(rows) < batch:
+            return
+        after = rows[-1].seq
 
 
 def history_after(db: Database, agent_id: str, after_seq: int) -> list[Row[*tuple[Any, ...]]]:

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from flask import Blueprint, Response
 
-from modules.statuses import MessageSource
 from modules.storage import agents as agent_store
 from modules.storage import messages as message_store
-from modules.storage.message_meta import MessageMeta
+from modules.storage.db import Database
 from modules.storage.models import Agent, Conversation, Message
 from server.api.context import owned_conversation, runtime
 from server.api.endpoint import endpoint
+from server.api.export_formats import AgentHistory, json_chunks, markdown_chunks
 from server.api.request_models import ExportQuery
 from server.api.serializers import agent_out, conversation_out, iso, message_out
 
 bp = Blueprint("export", __name__, url_prefix="/api/conversations")
 
 MEDIA = {"md": "text/markdown", "json": "application/json"}
+# Messages read per database round trip while an export streams: the memory an export holds is about one batch.
+BATCH = 200
 
 
-def _agents_master_first(conversation_id: str) -> list[Agent]:
-    agents = agent_store.list_agents(runtime().db, conversation_id)
+def agents_master_first(db: Database, conversation_id: str) -> list[Agent]:
+    agents = agent_store.list_agents(db, conversation_id)
     return sorted(agents, key=lambda a: (a.kind != "master", a.created_at, a.display_name))
 
 
@@ -34,42 +36,17 @@ def _regenerate_copy(msg: Message) -> bool:
     return msg.typed_meta.regenerate_of is not None
 
 
-def export_document(conv: Conversation) -> dict[str, Any]:
-    """The `json` export: the conversation, then each agent with its history (oldest first)."""
-    db = runtime().db
-    return {"conversation": conversation_out(conv).model_dump(mode="json"),
-            "agents": [{"agent": agent_out(agent).model_dump(mode="json"),
-                        "messages": [message_out(m).model_dump(mode="json")
-                                     for m in message_store.list_messages(db, agent.id) if not _regenerate_copy(m)]}
-                       for agent in _agents_master_first(conv.id)]}
+def _messages(db: Database, agent_id: str) -> Iterator[dict[str, Any]]:
+    for batch in message_store.history_batches(db, agent_id, BATCH):
+        for msg in batch:
+            if not _regenerate_copy(msg):
+                yield message_out(msg).model_dump(mode="json")
 
 
-def _message_markdown(msg: dict[str, Any], agent_name: str) -> str:
-    meta = MessageMeta.load(msg["metadata"])
-    if msg["role"] == "user":
-        who = "User" if meta.source in (None, MessageSource.USER) else f"Notice ({meta.source})"
-    elif msg["role"] == "assistant":
-        who = agent_name
-    else:
-        who = f"Tool result ({msg['name'] or msg['tool_call_id']})"
-    lines = [f"**{who}** · {msg['created_at']}", ""]
-    if msg["content"]:
-        lines += [msg["content"], ""]
-    for call in msg["tool_calls"] or []:
-        function = call.get("function", {})
-        lines += [f"Tool call `{function.get('name')}`:", "", "```json", str(function.get("arguments", "")),
-                  "```", ""]
-    return "\n".join(lines)
-
-
-def export_markdown(document: dict[str, Any], exported_at: str | None) -> str:
-    conv = document["conversation"]
-    parts = [f"# {conv['title']}", "", f"Created {conv['created_at']}, exported {exported_at}.", ""]
-    for entry in document["agents"]:
-        agent = entry["agent"]
-        parts += [f"## {agent['display_name']} ({agent['role']}, {agent['kind']})", ""]
-        parts += [_message_markdown(m, agent["display_name"]) for m in entry["messages"]]
-    return "\n".join(parts).rstrip() + "\n"
+def agent_histories(db: Database, agents: list[Agent]) -> Iterator[AgentHistory]:
+    """Each agent, master first, with its history, oldest first, read from the database batch by batch."""
+    for agent in agents:
+        yield AgentHistory(agent_out(agent).model_dump(mode="json"), _messages(db, agent.id))
 
 
 def _filename(conv: Conversation, extension: str) -> str:
@@ -83,12 +60,14 @@ def export_conversation(conversation_id: str, query: ExportQuery, user_id: int) 
     """Download the conversation: every agent's history, master first, with timestamps.
 
     `format=json` answers `{"conversation": {...}, "agents": [{"agent": {...}, "messages": [...]}]}`
-    (application/json); `format=md`, Markdown."""
+    (application/json); `format=md`, Markdown. Streamed: the histories are read in batches as they are sent."""
     conv = owned_conversation(conversation_id, user_id)
-    document = export_document(conv)
+    db = runtime().db
+    histories = agent_histories(db, agents_master_first(db, conv.id))  # (the agents read now: a failure is a 503)
+    conversation = conversation_out(conv).model_dump(mode="json")
     if query.format == "json":
-        body = json.dumps(document, ensure_ascii=False, indent=2)
+        body = json_chunks(conversation, histories)
     else:
-        body = export_markdown(document, iso(time.time()))
+        body = markdown_chunks(conversation, histories, iso(time.time()))
     return Response(body, status=200, mimetype=MEDIA[query.format],
                     headers={"Content-Disposition": f'attachment; filename="{_filename(conv, query.format)}"'})

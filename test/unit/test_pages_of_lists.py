@@ -1,4 +1,5 @@
-"""Keyset pages of the conversation list and of a history (docs/API.md), against SQLite, PostgreSQL and MariaDB."""
+"""Keyset pages of the conversation list and of a history, and the batches an export reads (docs/API.md),
+against SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -115,3 +116,13 @@ def test_a_page_of_a_history_is_the_messages_just_before_one_of_its_own(db):
     assert contents(messages.messages_before(db, master.id, 100)) == [f"m{n}" for n in range(10)]
     assert messages.messages_before(db, master.id, 3, foreign.message_id) is None
     assert messages.messages_before(db, master.id, 3, "no-such-message") is None
+
+
+def test_an_export_reads_a_history_in_batches_oldest_first(db):
+    conv, master, sub, _ = conversation_with_sub_agent(db)
+    messages.append_messages(db, conv.id, master.id, [MessageDraft("user", f"m{n}") for n in range(9)])
+    for batch, sizes in ((3, [3, 3, 3]), (4, [4, 4, 1]), (9, [9]), (50, [9])):
+        batches = list(messages.history_batches(db, master.id, batch))
+        assert [len(b) for b in batches] == sizes
+        assert [m.content for b in batches for m in b] == [f"m{n}" for n in range(9)]
+    assert list(messages.history_batches(db, sub.id, 3)) == []
