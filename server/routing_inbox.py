@@ -6,7 +6,9 @@ worker per conversation then routes its held messages strictly in the order they
 were sent, so a fast-path message never overtakes an earlier one still waiting for
 its model answer; each outcome goes to the conversation's room as a `route` event
 and is kept on the message for `GET /api/messages/<id>`. Held messages left by a
-stopped process are routed at start-up or with the conversation's next send.
+stopped process are routed at start-up (`resume`, also when the database is back after
+an outage); a worker that fails tries again, never giving up while the process lives
+and messages of its conversation are held (`_retry_later`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ from server.user_routing import PIPELINE, RouteDecision, UserMessageRouting
 log = logging.getLogger(__name__)
 
 ROUTING = unrouted.ROUTING
-RETRIES = 5  # a worker that failed (the database did not answer in time) tries again after 1, 2, 4, 8, 16 s
-RETRY_S = 1.0
+RETRY_S = 1.0  # a worker that failed tries again after 1, 2, 4, ... s,
+RETRY_MAX_S = 60.0  # and then every minute, until its conversation has no held message left
+
+
+def retry_delay(failures: int) -> float:
+    """The wait before the next try after `failures` failures in a row: doubling, capped at RETRY_MAX_S (read at
+    each call, so a test's launcher may shorten both)."""
+    return min(RETRY_S * 2.0 ** min(failures - 1, 32), RETRY_MAX_S)
 
 
 class RoutingInbox:
@@ -47,6 +55,7 @@ class RoutingInbox:
         self._working: set[str] = set()
         self._again: set[str] = set()
         self._failures: dict[str, int] = {}  # conversation -> the worker's failures in a row
+        self._retrying: set[str] = set()  # conversations with a retry waiting: never more than one each
 
     def hold(self, conv: Conversation, master_id: str, content: str, question_id: str | None,
              message_id: str | None, client_message_id: str | None, *, title: str | None = None) -> PendingMessage:
@@ -105,20 +114,24 @@ class RoutingInbox:
                 self._working.discard(conversation_id)
                 self._again.discard(conversation_id)
                 failures = self._failures[conversation_id] = self._failures.get(conversation_id, 0) + 1
-                if failures > RETRIES:
-                    del self._failures[conversation_id]
-            # A database that did not answer in time under load is no outage (nothing resumes the inbox):
-            # without a retry the message waited for the conversation's next send, and its sender for a reply.
-            if failures > RETRIES:
-                log.exception("routing the held messages of %s failed %d times; they are routed with its next "
-                              "send", conversation_id, failures)
+                scheduled = conversation_id in self._retrying
+                self._retrying.add(conversation_id)
+            # A database that did not answer in time under load is no outage (nothing resumes the inbox), and the
+            # message was acknowledged already: without a retry it waited for the conversation's next send, and
+            # its sender for a reply. The retry reads the held messages again; finding none, it ends.
+            if scheduled:
+                log.exception("routing the held messages of %s failed (%d in a row); a retry is waiting already",
+                              conversation_id, failures)
                 return
-            delay = RETRY_S * 2 ** (failures - 1)
-            log.exception("routing the held messages of %s failed; again in %g s", conversation_id, delay)
-            self._rt.spawn(self._kick_later, conversation_id, delay)
+            delay = retry_delay(failures)
+            log.exception("routing the held messages of %s failed (%d in a row); again in %g s",
+                          conversation_id, failures, delay)
+            self._rt.spawn(self._retry_later, conversation_id, delay)
 
-    def _kick_later(self, conversation_id: str, delay: float) -> None:
+    def _retry_later(self, conversation_id: str, delay: float) -> None:
         time.sleep(delay)
+        with self._lock:
+            self._retrying.discard(conversation_id)
         self.kick(conversation_id)
 
     def _decide(self, conv: Conversation, agents: list[Agent], message: PendingMessage) -> RouteDecision:

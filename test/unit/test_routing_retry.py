@@ -1,5 +1,6 @@
 """The routing worker tries again when the database did not answer in time (seen under load in a cluster: a
-held message waited for its conversation's next send, and its sender for a reply that never came)."""
+held message waited for its conversation's next send, and its sender for a reply that never came), and never
+gives up while messages are held: its waits double up to a cap, and a conversation has one retry waiting at most."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from server.routing_inbox import RoutingInbox
 class Inbox(RoutingInbox):
     """Routing replaced by a record of what was routed; a task spawned runs at once (its sleep patched to 0)."""
 
-    def __init__(self, db):
-        super().__init__(SimpleNamespace(db=db, spawn=lambda fn, *args: fn(*args)), routing=None)
+    def __init__(self, db, spawn=lambda fn, *args: fn(*args)):
+        super().__init__(SimpleNamespace(db=db, spawn=spawn), routing=None)
         self.routed: list[str] = []
 
     def _route(self, held):
@@ -69,9 +70,37 @@ def test_a_worker_that_lost_the_database_for_a_moment_routes_without_another_sen
     assert inbox._failures == {}  # the count starts again after a success
 
 
-def test_the_worker_gives_up_after_its_retries_until_the_next_send(held, monkeypatch):
-    calls = failing(monkeypatch, 100)
+def test_the_worker_never_gives_up_and_its_waits_stop_growing_at_the_cap(held, monkeypatch):
+    monkeypatch.setattr(routing_inbox, "RETRY_S", 1.0)
+    waits: list[float] = []
+    monkeypatch.setattr(routing_inbox, "time", SimpleNamespace(sleep=waits.append))
+    calls = failing(monkeypatch, 12)  # more than twice the five retries it used to give up after
     inbox = Inbox(held.db)
     inbox.kick(held.conv.id)
-    assert inbox.routed == [] and len(calls) == routing_inbox.RETRIES + 1
-    assert inbox._failures == {} and inbox._working == set()  # the next send's kick starts a worker
+    assert inbox.routed == ["hi"] and len(calls) == 13
+    assert waits == [1, 2, 4, 8, 16, 32] + [routing_inbox.RETRY_MAX_S] * 6
+    assert inbox._failures == {} and inbox._working == set() and inbox._retrying == set()
+
+
+def test_a_conversation_has_one_retry_waiting_however_often_its_worker_fails(held, monkeypatch):
+    spawned: list[tuple] = []
+    calls = failing(monkeypatch, 3)
+    inbox = Inbox(held.db, spawn=lambda fn, *args: spawned.append((fn, args)))
+    for _ in range(3):  # the first kick, then two sends while its retry waits
+        inbox.kick(held.conv.id)
+        fn, args = spawned.pop()
+        fn(*args)  # the worker, which fails
+    assert [fn.__name__ for fn, _ in spawned] == ["_retry_later"] and len(calls) == 3
+    fn, args = spawned.pop()
+    fn(*args)  # the retry kicks a worker
+    fn, args = spawned.pop()
+    fn(*args)
+    assert inbox.routed == ["hi"] and spawned == [] and inbox._retrying == set()
+
+
+def test_a_retry_that_finds_nothing_held_ends(held, monkeypatch):
+    inbox = Inbox(held.db)
+    inbox.kick(held.conv.id)
+    calls = failing(monkeypatch, 0)
+    inbox._retry_later(held.conv.id, 0.0)
+    assert inbox.routed == ["hi"] and len(calls) == 1 and inbox._working == set()
