@@ -182,6 +182,11 @@ class Settings:
         "the cap, and starts nothing", POSITIVE_INT)
     max_commands_per_user: int = setting("MAX_COMMANDS_PER_USER", 64, "the same, over all of one user's "
                                          "conversations", POSITIVE_INT)
+    max_foreground_commands_per_user: int = setting(
+        "MAX_FOREGROUND_COMMANDS_PER_USER", 32, "foreground commands (`run_command` waiting for its result) that may "
+        "run at once over all of one user's conversations (counted in the database, so across processes); past it "
+        "`run_command` answers `success: false` naming the cap, and starts nothing. A turn runs one at a time, so "
+        "a conversation runs at most one for each of its agents at work", POSITIVE_INT)
     max_sub_agents_per_conversation: int = setting(
         "MAX_SUB_AGENTS_PER_CONVERSATION", 16, "sub-agents neither completed nor terminated that one conversation "
         "may have at once; `create_sub_agent` past it answers `success: false` naming the cap", POSITIVE_INT)

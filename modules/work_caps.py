@@ -1,7 +1,8 @@
 """Caps on the work one conversation and one user may have running at once (README, "Configuration").
 
 One step of a model could start a hundred background commands (each a sandbox of a few processes and
-pipes) or sixty sub-agents, until the server ran out of file descriptors for everyone. Past a cap the
+pipes) or sixty sub-agents, and a user with many conversations (or many sub-agents) a foreground command in
+each at once, until the server ran out of file descriptors for everyone. Past a cap the
 tool answers with an error that says which cap and how to go on, and nothing is started.
 
 The counts come from the database, and the check and the insert of the new work happen under one lock:
@@ -33,9 +34,9 @@ class Cap:
 
     what: str  # "background commands"
     being: str  # what they are while they count: "running"
-    per_conversation: int
+    per_conversation: int | None  # None: capped per user only
     per_user: int
-    conversation_setting: str
+    conversation_setting: str | None
     user_setting: str
     advice: str  # how to go on
     count: Callable[[Database, str], tuple[int, int]]  # (in the conversation, of its user)
@@ -49,19 +50,29 @@ class WorkCaps:
     commands_per_user: int
     sub_agents_per_conversation: int
     sub_agents_per_user: int
+    foreground_commands_per_user: int
 
     @classmethod
     def of(cls, settings: Settings) -> WorkCaps:
         return cls(commands_per_conversation=settings.max_commands_per_conversation,
                    commands_per_user=settings.max_commands_per_user,
                    sub_agents_per_conversation=settings.max_sub_agents_per_conversation,
-                   sub_agents_per_user=settings.max_sub_agents_per_user)
+                   sub_agents_per_user=settings.max_sub_agents_per_user,
+                   foreground_commands_per_user=settings.max_foreground_commands_per_user)
 
     @property
     def commands(self) -> Cap:
         return Cap("background commands", "running", self.commands_per_conversation, self.commands_per_user,
                    "MAX_COMMANDS_PER_CONVERSATION", "MAX_COMMANDS_PER_USER",
                    "wait for their notices or cancel one first", work_counts.running_commands)
+
+    @property
+    def foreground_commands(self) -> Cap:
+        """Per user only: a turn runs its tool calls one after another, so a conversation's foreground commands
+        are bounded by its agents at work (MAX_SUB_AGENTS_PER_CONVERSATION)."""
+        return Cap("foreground commands", "running", None, self.foreground_commands_per_user,
+                   None, "MAX_FOREGROUND_COMMANDS_PER_USER", "wait for one of them to end, or run this one in the "
+                   "background", work_counts.running_foreground_commands)
 
     @property
     def sub_agents(self) -> Cap:
@@ -84,7 +95,7 @@ def starting(db: Database, conversation_id: str) -> Iterator[None]:
 def check(db: Database, cap: Cap, conversation_id: str) -> None:
     """CapReached when the conversation or its user already has as much of `cap`'s work as it allows."""
     here, mine = cap.count(db, conversation_id)
-    if here >= cap.per_conversation:
+    if cap.per_conversation is not None and here >= cap.per_conversation:
         raise CapReached(f"{here} {cap.what} are already {cap.being} in this conversation, the most it may have at "
                          f"once ({cap.conversation_setting}); {cap.advice}")
     if mine >= cap.per_user:

@@ -17,6 +17,7 @@ from modules.agents.services import AgentServices
 from modules.background_command_manager import BackgroundCommandManager
 from modules.config import Settings
 from modules.context.budget import RefusedSizes
+from modules.foreground_commands import ForegroundCommands
 from modules.llm import ChatModel
 from modules.multi_agent.active_agent import ActiveAgentFastPath, ActiveAgentSessionStore
 from modules.multi_agent.agent_state import AgentStates
@@ -103,7 +104,8 @@ class Runtime:
             peers=self.peers, caps=caps)
         self.services = AgentServices(
             db=db, settings=settings, router=self.router, states=self.agent_states, sub_agents=self.sub_agents,
-            commands=self.commands, profiles=profiles, user_questions=self.user_questions,
+            commands=self.commands, foreground=ForegroundCommands(db, caps, self.membership.process_id),
+            profiles=profiles, user_questions=self.user_questions,
             expect_turn=self.tasks.expect_turn, terminate_agent=self.tasks.terminate_agent)
         self.suggestions = SuggestionService(self.model, settings, signals, self.event_log, transport, spawn)
         self.refused_sizes = RefusedSizes()  # what providers refused as too long (server/turns/context_window.py)

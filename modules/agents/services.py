@@ -15,6 +15,7 @@ from modules.storage.db import Database
 
 if TYPE_CHECKING:
     from modules.background_command_manager import BackgroundCommandManager
+    from modules.foreground_commands import ForegroundCommands
     from modules.sub_agent.manager import SubAgentManager, TurnResult
 
 
@@ -34,6 +35,7 @@ class AgentServices:
     states: AgentStates
     sub_agents: SubAgentManager
     commands: BackgroundCommandManager
+    foreground: ForegroundCommands
     profiles: dict[str, AgentProfile]
     user_questions: UserQuestions
     expect_turn: Callable[[str], TurnWaiter]

@@ -231,6 +231,20 @@ class BackgroundCommand(Base):
     finished_at: Mapped[float | None] = mapped_column(Double, nullable=True)
 
 
+class ForegroundCommand(Base):
+    """A foreground command while it runs (modules/foreground_commands.py): counted by the per-user cap, removed
+    when it ends or when its process is forgotten as gone. No foreign key: a conversation deleted meanwhile does
+    not wait for the row."""
+
+    __tablename__ = "foreground_commands"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(String(36), index=True)
+    agent_id: Mapped[str] = mapped_column(String(36))
+    owner: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
 class ServerProcess(Base):
     """A running server process; its heartbeat tells the others whether its work is still in hand."""
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import socket
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from modules.storage.db import Database
-from modules.storage.models import ServerProcess
+from modules.storage.models import ForegroundCommand, ServerProcess
 from modules.storage.records import new_id, now
 from modules.storage.results import rowcount
 
@@ -85,3 +85,5 @@ def forget(db: Database, process_ids: set[str] | dict[str, str]) -> None:
     with db.write() as s:
         for row in s.scalars(select(ServerProcess).where(ServerProcess.id.in_(process_ids))):
             s.delete(row)
+        # Their foreground commands died with them: no longer counted by the per-user cap.
+        s.execute(delete(ForegroundCommand).where(ForegroundCommand.owner.in_(process_ids)))

@@ -11,7 +11,7 @@ from sqlalchemy import BindParameter, ScalarSelect, and_, bindparam, exists, fun
 from modules.statuses import ACTIVE_AGENT_STATES, BUSY_AGENT_STATES
 from modules.storage.commands import RUNNING
 from modules.storage.db import Database
-from modules.storage.models import Agent, BackgroundCommand, Conversation
+from modules.storage.models import Agent, BackgroundCommand, Conversation, ForegroundCommand
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,17 @@ def running_commands(db: Database, conversation_id: str) -> tuple[int, int]:
         mine = s.scalar(select(func.count()).select_from(BackgroundCommand).join(
             Conversation, Conversation.id == BackgroundCommand.conversation_id).where(
             Conversation.user_id == _owner(conversation_id), BackgroundCommand.status == RUNNING)) or 0
+    return here, mine
+
+
+def running_foreground_commands(db: Database, conversation_id: str) -> tuple[int, int]:
+    """(foreground commands running in the conversation, in every conversation of its user)."""
+    with db.read() as s:
+        here = s.scalar(select(func.count()).select_from(ForegroundCommand).where(
+            ForegroundCommand.conversation_id == conversation_id)) or 0
+        mine = s.scalar(select(func.count()).select_from(ForegroundCommand).join(
+            Conversation, Conversation.id == ForegroundCommand.conversation_id).where(
+            Conversation.user_id == _owner(conversation_id))) or 0
     return here, mine
 
 

@@ -86,12 +86,15 @@ def _run_command(ctx: ToolContext, args: RunCommandArguments) -> dict[str, Any]:
                         "it finishes; do not claim it is done before that notice arrives."}
     log_path = foreground_log_path(ctx.settings.data_dir, ctx.agent_id, ctx.tool_call_id or str(uuid.uuid4()))
     try:
-        outcome = run_shell(
-            command, sandbox=ctx.sandbox, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
-            tail_chars=ctx.settings.command_output_tail_chars, log_max_bytes=ctx.settings.command_log_max_bytes,
-            should_stop=ctx.should_stop,
-            on_output=LiveOutput(ctx.emit, ctx.tool_call_id) if ctx.tool_call_id else lambda data: None,
-        )
+        with ctx.require_services().foreground.running(ctx.conversation_id, ctx.agent_id):
+            outcome = run_shell(
+                command, sandbox=ctx.sandbox, cwd=ctx.workspace, log_path=log_path, timeout_s=timeout_s,
+                tail_chars=ctx.settings.command_output_tail_chars, log_max_bytes=ctx.settings.command_log_max_bytes,
+                should_stop=ctx.should_stop,
+                on_output=LiveOutput(ctx.emit, ctx.tool_call_id) if ctx.tool_call_id else lambda data: None,
+            )
+    except CapReached as exc:
+        return {"success": False, "error": str(exc)}
     finally:
         log_path.unlink(missing_ok=True)
     result: dict[str, Any] = {
