@@ -131,7 +131,7 @@ class OpenAIChatModel:
         attempt = 0
         while True:
             if should_stop():
-                return ModelReply("", [], "stopped", model=name)
+                return ModelReply("", [], "stopped", model=name, unsent=True)
             if self._ask_stream_usage:
                 request["stream_options"] = {"include_usage": True}
             reply = ReplyBuilder(on_text, on_reasoning, name)
@@ -162,7 +162,7 @@ class OpenAIChatModel:
                 if self._on_retry is not None:
                     self._on_retry(attempt, err, delay)
                 if _sleep_unless_stopped(delay, should_stop):
-                    return ModelReply("", [], "stopped", model=name)
+                    return ModelReply("", [], "stopped", model=name, unsent=True)
 
     def _attempt(self, request: dict[str, Any], reply: ReplyBuilder, should_stop: Callable[[], bool]) -> ModelReply:
         """One request, run on a worker so that a stop is honoured at once (within the stop watch's 0.1 s), even

@@ -41,6 +41,9 @@ class ModelReply:
     # OpenRouter's structured thinking (`reasoning_details`, fragments merged): sent back with the message's tool
     # calls, which Gemini 3 through OpenRouter refuses (400) without its signatures.
     reasoning_details: list[dict[str, Any]] | None = None
+    # Stopped before its attempt went out (while the client waited to ask again): this attempt sent nothing, so a
+    # meter has nothing of it to count beyond the attempts it was told of (`on_failed_attempt`).
+    unsent: bool = False
 
     @property
     def truncated(self) -> bool:

@@ -5,7 +5,8 @@ and use the bound model as any ChatModel. Each request, answered, stopped or fai
 UsageRecord in the ledger (one stopped before it was sent is none): the tokens the provider reported
 (`ModelReply.usage`), or an estimate marked `estimated` (modules/llm/tokens.py) when it reported none or the
 request failed. An attempt the client retried after the endpoint had begun to answer (`FailedAttempt`) is a
-failed request of its own: the provider may have billed it.
+failed request of its own: the provider may have billed it; a stop while the client waited to ask again after one
+adds no row (nothing more was sent).
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ class MeteredChatModel:
             on_reasoning(chunk)
 
         asked = model or self._default_model or self.inner.label
+        attempts: list[FailedAttempt] = []
 
         def attempt_failed(attempt: FailedAttempt) -> None:
+            attempts.append(attempt)
             try:
                 self._record(context, attempt.model or asked, asked, FAILED, attempt.usage, messages, tools,
                              attempt.output, attempt.latency_s, attempt.first_token_s, None)
@@ -100,6 +103,8 @@ class MeteredChatModel:
                 except Exception:
                     log.exception("a model request that failed on our side could not be metered")
                 raise
+            if reply.unsent and attempts:  # stopped before asking again: the failed attempt is the request's row
+                return reply
             answered = reply.model or asked
             output = reply.content + "".join(call.name + call.arguments for call in reply.tool_calls)
             status = STOPPED if reply.finish_reason == "stopped" else OK

@@ -172,6 +172,23 @@ def test_a_call_that_fails_after_a_retried_attempt_has_one_row_per_attempt(led, 
     assert [r.status for r in _rows(db)] == [FAILED, FAILED]  # the last attempt is the call's own row, once
 
 
+def test_a_stop_while_the_client_waits_to_ask_again_counts_the_failed_attempt_once(led, llm):
+    """The user stopped during the backoff after an attempt that had begun to answer: that attempt is the
+    request's one row (failed); the stop sent nothing more, so the request's prompt is not counted a second time."""
+    db, _writer, ledger, _user, conv, _master = led
+    llm.script(ended_early(call_arguments='{"path": "READ'), text("never asked for"))
+    stopped: list[object] = []
+    meter = MeteredChatModel(make_model(llm, backoff_base_s=5, backoff_max_s=5), ledger, PriceTable({}), "")
+
+    reply = meter.bound(CallContext(AGENT, conv.id, task_id="t1")).stream_chat(
+        messages=USER, should_stop=lambda: bool(stopped), on_failed_attempt=stopped.append)
+
+    ledger.flush()
+    assert reply.finish_reason == "stopped" and len(llm.requests) == 1 and len(stopped) == 1
+    assert [(r.status, r.prompt_tokens) for r in _rows(db)] == [(FAILED, count_messages(USER))]
+    assert ledger.take_task("t1").requests == 1
+
+
 def test_a_request_stopped_before_it_was_sent_is_not_recorded(led, llm):
     db, _writer, ledger, _user, conv, _master = led
     meter = MeteredChatModel(make_model(llm), ledger, PriceTable({}), "")
