@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -60,14 +61,18 @@ def export_conversation(conversation_id: str, query: ExportQuery, user_id: int) 
     """Download the conversation: every agent's history, master first, with timestamps.
 
     `format=json` answers `{"conversation": {...}, "agents": [{"agent": {...}, "messages": [...]}]}`
-    (application/json); `format=md`, Markdown. Streamed: the histories are read in batches as they are sent."""
+    (application/json); `format=md`, Markdown. Streamed: the histories are read in batches as they are sent, the
+    first chunk's before the answer starts."""
     conv = owned_conversation(conversation_id, user_id)
     db = runtime().db
     histories = agent_histories(db, agents_master_first(db, conv.id))  # (the agents read now: a failure is a 503)
     conversation = conversation_out(conv).model_dump(mode="json")
     if query.format == "json":
-        body = json_chunks(conversation, histories)
+        chunks = json_chunks(conversation, histories)
     else:
-        body = markdown_chunks(conversation, histories, iso(time.time()))
+        chunks = markdown_chunks(conversation, histories, iso(time.time()))
+    # The first chunk is read before the answer starts: a database that fails meanwhile is still a 503 (after it,
+    # the transfer can only end without its last chunk, an incomplete download).
+    body = itertools.chain((next(chunks),), chunks)
     return Response(body, status=200, mimetype=MEDIA[query.format],
                     headers={"Content-Disposition": f'attachment; filename="{_filename(conv, query.format)}"'})
