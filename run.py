@@ -135,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
              "at most %d per client address; timeouts: headers %g s, idle %g s, body %g s",
              settings.host, settings.port, server.runtime.db.label, pool_size, file_limit,
              limits.max_connections, limits.header_timeout_s, limits.idle_timeout_s, limits.body_timeout_s)
+    # debug=False: an error past the app's own handling (a streamed body that fails before its first write) is
+    # answered 500 without the stack trace eventlet otherwise sends to the client.
     eventlet.wsgi.server(listen(settings.host, settings.port), app, log_output=False, max_size=pool_size,
-                         **server_options(limits))
+                         debug=False, **server_options(limits))
     return 0
 
 

@@ -57,3 +57,18 @@ def test_a_database_failure_after_the_first_chunk_leaves_the_download_incomplete
         for chunk in res.iter_content(chunk_size=None):
             received += chunk
     assert 0 < len(received) < len(whole) and whole.startswith(bytes(received))
+
+
+def test_a_failure_past_the_view_before_any_byte_was_sent_shows_no_stack_trace(make_server, llm, tmp_path):
+    """A streamed body that fails before the server wrote anything (eventlet sends nothing before 4 KB; chunks of
+    1,000 characters here) is answered 500 by the WSGI server itself: without the server's stack trace."""
+    fault = tmp_path / "export-fails"
+    server = make_server(launcher=LAUNCHER, env={"EXPORT_FAULT_FILE": str(fault), "EXPORT_BATCH": "1",
+                                                 "EXPORT_CHUNK_CHARS": "1000"})
+    cid = _answered_conversation(server, llm, 1)
+    fault.write_text("1")  # the first chunk is read, the second is not
+
+    res = server.get(f"/api/conversations/{cid}/export", params={"format": "json"})
+
+    assert res.status_code == 500
+    assert "Traceback" not in res.text and "injected" not in res.text and "modules/" not in res.text, res.text
