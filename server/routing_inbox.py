@@ -47,6 +47,15 @@ def retry_delay(failures: int) -> float:
     return min(RETRY_S * 2.0 ** min(failures - 1, 32), RETRY_MAX_S)
 
 
+def _log_failure(exc: Exception, failures: int, message: str) -> None:
+    """The stack trace with a worker's first failure in a row, one line with each next: the worker never gives up,
+    and an hour's outage would otherwise log a stack trace a minute for each conversation with held messages."""
+    if failures == 1:
+        log.error(message, exc_info=exc)
+    else:
+        log.warning("%s: %s", message, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
 class RoutingInbox:
     def __init__(self, rt: Runtime, routing: UserMessageRouting):
         self._rt = rt
@@ -109,7 +118,7 @@ class RoutingInbox:
                         self._failures.pop(conversation_id, None)
                         return
                     self._again.discard(conversation_id)
-        except Exception:
+        except Exception as exc:
             with self._lock:
                 self._working.discard(conversation_id)
                 self._again.discard(conversation_id)
@@ -120,12 +129,12 @@ class RoutingInbox:
             # message was acknowledged already: without a retry it waited for the conversation's next send, and
             # its sender for a reply. The retry reads the held messages again; finding none, it ends.
             if scheduled:
-                log.exception("routing the held messages of %s failed (%d in a row); a retry is waiting already",
-                              conversation_id, failures)
+                _log_failure(exc, failures, f"routing the held messages of {conversation_id} failed ({failures} in "
+                                            "a row); a retry is waiting already")
                 return
             delay = retry_delay(failures)
-            log.exception("routing the held messages of %s failed (%d in a row); again in %g s",
-                          conversation_id, failures, delay)
+            _log_failure(exc, failures, f"routing the held messages of {conversation_id} failed ({failures} in a "
+                                        f"row); again in {delay:g} s")
             self._rt.spawn(self._retry_later, conversation_id, delay)
 
     def _retry_later(self, conversation_id: str, delay: float) -> None:

@@ -104,3 +104,15 @@ def test_a_retry_that_finds_nothing_held_ends(held, monkeypatch):
     calls = failing(monkeypatch, 0)
     inbox._retry_later(held.conv.id, 0.0)
     assert inbox.routed == ["hi"] and len(calls) == 1 and inbox._working == set()
+
+
+def test_a_failure_that_lasts_logs_its_stack_trace_once_then_one_line_a_try(held, monkeypatch, caplog):
+    """The worker never gives up: an hour-long outage would otherwise log a stack trace a minute per conversation."""
+    failing(monkeypatch, 5)
+    inbox = Inbox(held.db)
+    with caplog.at_level("WARNING", logger=routing_inbox.__name__):
+        inbox.kick(held.conv.id)
+    tries = [r for r in caplog.records if "routing the held messages of" in r.getMessage()]
+    assert inbox.routed == ["hi"] and len(tries) == 5
+    assert [r.exc_info is not None for r in tries] == [True, False, False, False, False]
+    assert all("did not answer within 5 s" in r.getMessage() for r in tries[1:])
