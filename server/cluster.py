@@ -2,7 +2,8 @@
 
 A background loop heartbeats, applies stop requests that other processes wrote
 for this process's tasks and background commands (at once when a peer signal
-says so, else at the next poll), and takes over the work of processes that are gone.
+says so, else at the next poll), and takes over the work of processes that are gone
+(their tasks and commands, then, through `on_take_over`, their held messages).
 One process or several, the same code runs: a single process simply finds no
 peers.
 """
@@ -13,6 +14,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -44,7 +46,13 @@ class Membership:
         self._poll_s = poll_s
         self.process_id = processes.register(db)
         self._trust_heartbeats_at = 0.0
+        self._take_over_too: list[Callable[[], None]] = []
         db.health.subscribe(self._on_health)
+
+    def on_take_over(self, step: Callable[[], None]) -> None:
+        """Run `step` at each take-over, after the gone processes are forgotten (the routing inbox claims the
+        held messages no registered process routes: server/routing_inbox.py)."""
+        self._take_over_too.append(step)
 
     def _on_health(self, change: HealthChange) -> None:
         """No process could beat while the database was away: a stale heartbeat means nothing until every
@@ -62,10 +70,12 @@ class Membership:
         return processes.gone_processes(self._db, self.process_id, self._timeout_s())
 
     def take_over(self, tasks: InterruptedWork) -> int:
-        """Recover the work of gone processes, then forget them."""
+        """Recover the work of gone processes, forget them, then run the `on_take_over` steps."""
         gone = self.gone()
         recovered = tasks.recover_interrupted(gone)
         processes.forget(self._db, gone)
+        for step in self._take_over_too:
+            step()
         return recovered
 
     def run(self, tasks: InterruptedWork, commands: BackgroundCommandManager) -> None:

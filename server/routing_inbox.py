@@ -5,10 +5,12 @@ sender hears back as soon as the message is durable (`storage.unrouted`). One
 worker per conversation then routes its held messages strictly in the order they
 were sent, so a fast-path message never overtakes an earlier one still waiting for
 its model answer; each outcome goes to the conversation's room as a `route` event
-and is kept on the message for `GET /api/messages/<id>`. Held messages left by a
-stopped process are routed at start-up (`resume`, also when the database is back after
-an outage); a worker that fails tries again, never giving up while the process lives
-and messages of its conversation are held (`_retry_later`).
+and is kept on the message for `GET /api/messages/<id>`. Each held message names the
+process that routes it; those of a process gone and forgotten are claimed by a live
+one (`take_over`, at each membership sweep and at start-up), and a process routes its
+own again when the database is back after an outage (`resume`); a worker that fails
+tries again, never giving up while the process lives and messages of its conversation
+are held (`_retry_later`).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class RoutingInbox:
 
         def store(s: Session) -> None:
             conversation_store.touch_conversation_in(s, conv.id, title)
-            unrouted.store_in(s, values)
+            unrouted.store_in(s, values, routing_process=rt.membership.process_id)
 
         rt.writer.call(store)
         self.kick(conv.id)
@@ -100,10 +102,19 @@ class RoutingInbox:
             self._working.add(conversation_id)
         self._rt.spawn(self._work, conversation_id)
 
-    def resume(self) -> None:
-        """At start-up: route what a stopped process had stored but not routed."""
-        for conversation_id in unrouted.conversations_with_unrouted(self._rt.db):
+    def take_over(self) -> None:
+        """Route the held messages that no registered process routes (their process died and was forgotten):
+        a compare-and-set claims each conversation's for this process, so one survivor routes them
+        (`unrouted.claim_orphans`). The membership sweep calls it after forgetting gone processes."""
+        for conversation_id in unrouted.claim_orphans(self._rt.db, self._rt.membership.process_id):
             self.kick(conversation_id)
+
+    def resume(self) -> None:
+        """At start-up and when the database is back after an outage: route this process's held messages and
+        take over those of forgotten processes."""
+        for conversation_id in unrouted.conversations_routed_by(self._rt.db, self._rt.membership.process_id):
+            self.kick(conversation_id)
+        self.take_over()
 
     def _work(self, conversation_id: str) -> None:
         try:

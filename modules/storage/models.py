@@ -202,6 +202,8 @@ class PendingMessageRow(Base):
     consumed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[float] = mapped_column(Double)
     consumed_at: Mapped[float | None] = mapped_column(Double, nullable=True)
+    # While `routing`: the server process whose routing inbox routes it (modules/storage/unrouted.py).
+    routing_process: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
     @property
     def typed_meta(self) -> MessageMeta:

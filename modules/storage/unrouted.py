@@ -5,6 +5,8 @@ stored as a row of `pending_messages` that no drain reads (every reader selects
 `queued`), addressed to the master for the time being; routing then rewrites its
 receiver and releases it with a conditional UPDATE, so of two processes routing
 the same row only one queues it. `seq` keeps the order of a conversation's sends.
+`routing_process` names the process whose inbox routes it: the held messages of a
+process gone and forgotten are claimed by a live one (`claim_orphans`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from sqlalchemy import Update, bindparam, select, update
+from sqlalchemy import Update, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import QueueStatus
 from modules.storage.db import Database
 from modules.storage.message_meta import MessageMeta, RoutedTo
-from modules.storage.models import PendingMessageRow
+from modules.storage.models import PendingMessageRow, ServerProcess
 from modules.storage.pending_messages import QUEUE, QUEUED, queue_in
 from modules.storage.results import rowcount
 
@@ -27,12 +29,16 @@ ROUTING: Final = QueueStatus.ROUTING
 _UNROUTED = select(PendingMessageRow).where(PendingMessageRow.conversation_id == bindparam("conversation"),
                                             PendingMessageRow.status == ROUTING).order_by(PendingMessageRow.seq)
 _SET_META = QUEUE.update().where(QUEUE.c.id == bindparam("held")).values(metadata=bindparam("new_meta"))
+_CLAIM = QUEUE.update().where(
+    QUEUE.c.conversation_id == bindparam("conversation"), QUEUE.c.status == ROUTING,
+    or_(QUEUE.c.routing_process.is_(None), QUEUE.c.routing_process.not_in(select(ServerProcess.id)))) \
+    .values(routing_process=bindparam("me"))
 
 
-def store_in(session: Session, values: dict[str, Any]) -> None:
-    """Hold a message for routing unless one with its id exists (a retried send is stored once): one INSERT
-    that skips a known id, as a send's."""
-    queue_in(session, [values], ROUTING)
+def store_in(session: Session, values: dict[str, Any], *, routing_process: str) -> None:
+    """Hold a message for routing by `routing_process` (the process storing it) unless one with its id exists
+    (a retried send is stored once): one INSERT that skips a known id, as a send's."""
+    queue_in(session, [{**values, "routing_process": routing_process}], ROUTING)
 
 
 def unrouted(db: Database, conversation_id: str) -> list[PendingMessageRow]:
@@ -41,10 +47,41 @@ def unrouted(db: Database, conversation_id: str) -> list[PendingMessageRow]:
         return list(s.scalars(_UNROUTED, {"conversation": conversation_id}))
 
 
-def conversations_with_unrouted(db: Database) -> list[str]:
+def conversations_routed_by(db: Database, process_id: str) -> list[str]:
+    """The conversations with messages held for `process_id` to route."""
     with db.read() as s:
-        return list(s.scalars(select(PendingMessageRow.conversation_id)
-                              .where(PendingMessageRow.status == ROUTING).distinct()))
+        return list(s.scalars(select(PendingMessageRow.conversation_id).where(
+            PendingMessageRow.status == ROUTING, PendingMessageRow.routing_process == process_id).distinct()))
+
+
+def orphaned_conversations(db: Database, me: str) -> list[str]:
+    """The conversations with held messages that no registered process routes (their process was gone and
+    forgotten, `processes.forget`, or they were stored before the routing process was recorded), leaving out
+    those with a held message of another registered process: its worker routes every held message of the
+    conversation, in send order, and `me` would only race it."""
+    with db.read() as s:
+        held = s.execute(select(PendingMessageRow.conversation_id, PendingMessageRow.routing_process)
+                         .where(PendingMessageRow.status == ROUTING).distinct()).all()
+        registered = set(s.scalars(select(ServerProcess.id)))
+    routed_elsewhere = {conv for conv, process in held if process in registered and process != me}
+    return sorted({conv for conv, process in held if process not in registered} - routed_elsewhere)
+
+
+def claim_orphans_in(session: Session, conversation_id: str, me: str) -> bool:
+    """Compare-and-set: the conversation's held messages that no registered process routes become `me`'s.
+    False when there were none left (another survivor claimed them first: only one routes them)."""
+    return rowcount(session.execute(_CLAIM, {"conversation": conversation_id, "me": me})) > 0
+
+
+def claim_orphans(db: Database, me: str) -> list[str]:
+    """Claim the held messages of every orphaned conversation (`orphaned_conversations`) for `me`, one
+    conversation a transaction; the conversations claimed, for `me`'s inbox to route."""
+    claimed = []
+    for conversation_id in orphaned_conversations(db, me):
+        with db.write() as s:
+            if claim_orphans_in(s, conversation_id, me):
+                claimed.append(conversation_id)
+    return claimed
 
 
 def release_in(session: Session, message_id: str, values: dict[str, Any]) -> bool:

@@ -183,8 +183,8 @@ def test_the_users_unread_messages_are_those_queued_or_routing_in_send_order(tea
                  _values(conv, sub, "second"), _values(conv, master, "read"))
     with db.write() as s:
         held = _values(conv, master, "still routing")
-        store_in(s, held)
-        store_in(s, {**held, "content": "a retried send"})  # its id is known: stored once
+        store_in(s, held, routing_process="p1")
+        store_in(s, {**held, "content": "a retried send"}, routing_process="p1")  # its id is known: stored once
         queue.take_in(s, ids[3], consumed_by="task-1")
     other, other_master = conversations.create_conversation(db, get_or_create_user(db, "v").id, "other")
     _queue(db, _values(other, other_master, "elsewhere"))

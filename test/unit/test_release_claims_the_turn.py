@@ -90,7 +90,7 @@ def held(t, content):
                                  content=content, source_display_name="user",
                                  meta=MessageMeta(source=MessageSource.USER, route=Route.PIPELINE))
     with t.db.write() as s:
-        unrouted.store_in(s, message.row_values())
+        unrouted.store_in(s, message.row_values(), routing_process="p1")
     return message
 
 

@@ -38,7 +38,7 @@ def _held(db, conv, master, content="hello") -> PendingMessage:
                                  content=content, source_display_name="user",
                                  meta=MessageMeta(source=MessageSource.USER, visibility=Visibility.CHAT))
     with db.write() as s:
-        unrouted.store_in(s, message.row_values())
+        unrouted.store_in(s, message.row_values(), routing_process="p1")
     return message
 
 

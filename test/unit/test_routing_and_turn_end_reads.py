@@ -213,7 +213,7 @@ def _route_to_the_sub_agent(t, delivery, recorded_here, *, claimed=False):
     held = PendingMessage.new(conversation_id=t.conv.id, target_agent_id=t.master.id, type="message",
                               content="hi", source_display_name="user", meta=MessageMeta(source=MessageSource.USER))
     with t.db.write() as s:
-        unrouted.store_in(s, held.row_values())
+        unrouted.store_in(s, held.row_values(), routing_process="p1")
     with statements(t.db) as seen:
         inbox._route(held)
     return SimpleNamespace(seen=seen, writer=writer, active=active, started=started, held=held)
@@ -278,7 +278,8 @@ def test_a_send_without_a_client_message_id_looks_for_no_earlier_copy_and_tells_
     ledger = UsageLedger(t.db, GroupCommit(t.db))
     rt = SimpleNamespace(db=t.db, router=SimpleNamespace(stored=stored), budgets=Budgets(t.db, []), ledger=ledger,
                          suggestions=SimpleNamespace(cancel=lambda _cid: None), writer=GroupCommit(t.db),
-                         spawn=lambda *_a: None, settings=SimpleNamespace(), rate_limiter=None)
+                         spawn=lambda *_a: None, settings=SimpleNamespace(), rate_limiter=None,
+                         membership=SimpleNamespace(process_id="p1"))
     service = ChatService(rt)
 
     answer = service._deliver(t.conv.user_id, SendMessageBody(message="hi", conversation_id=t.conv.id), None)

@@ -43,7 +43,7 @@ def held(tmp_path, monkeypatch):
                                  source_display_name="user",
                                  meta=MessageMeta(source=MessageSource.USER, route=Route.PIPELINE))
     with db.write() as s:
-        unrouted.store_in(s, message.row_values())
+        unrouted.store_in(s, message.row_values(), routing_process="p1")
     yield SimpleNamespace(db=db, conv=conv)
     db.dispose()
 

@@ -55,7 +55,7 @@ def test_a_streams_reads_and_writes_build_no_statement(tmp_path, built):
         """What a routed message and its turn read and write, by the storage functions they call."""
         with db.write() as s:
             conversations.touch_conversation_in(s, conv.id)
-            unrouted.store_in(s, held(n))
+            unrouted.store_in(s, held(n), routing_process="p1")
         sent = conversations.get_conversation_and_master(db, conv.id, conv.user_id)
         assert sent is not None and (sent[0].id, sent[1]) == (conv.id, master.id)
         routed = conversations.get_conversation_and_agents(db, conv.id)

@@ -150,13 +150,13 @@ class _Inbox(RoutingInbox):
         self.routed.append(held.content)
         if self._meanwhile:  # a send during the routing: stored, then kicked, as ChatService does
             with self._rt.db.write() as s:
-                unrouted.store_in(s, self._meanwhile.pop(0).row_values())
+                unrouted.store_in(s, self._meanwhile.pop(0).row_values(), routing_process="p1")
             self.kick(held.conversation_id)
 
 
 def _hold(c, content):
     with c.db.write() as s:
-        unrouted.store_in(s, user_message(c, content).row_values())
+        unrouted.store_in(s, user_message(c, content).row_values(), routing_process="p1")
 
 
 def test_the_routing_worker_reads_the_held_messages_once_when_no_send_came_meanwhile(chat, monkeypatch):
