@@ -8,9 +8,9 @@ its model answer; each outcome goes to the conversation's room as a `route` even
 and is kept on the message for `GET /api/messages/<id>`. Each held message names the
 process that routes it; those of a process gone and forgotten are claimed by a live
 one (`take_over`, at each membership sweep and at start-up), and a process routes its
-own again when the database is back after an outage (`resume`); a worker that fails
-tries again, never giving up while the process lives and messages of its conversation
-are held (`_retry_later`).
+own again when the database is back after an outage (`resume`, which retries its own
+reads); a worker that fails tries again, never giving up while the process lives and
+messages of its conversation are held (`_retry_later`).
 """
 
 from __future__ import annotations
@@ -111,10 +111,26 @@ class RoutingInbox:
 
     def resume(self) -> None:
         """At start-up and when the database is back after an outage: route this process's held messages and
-        take over those of forgotten processes."""
-        for conversation_id in unrouted.conversations_routed_by(self._rt.db, self._rt.membership.process_id):
-            self.kick(conversation_id)
-        self.take_over()
+        take over those of forgotten processes, in a task of its own that tries again (after 1, 2, 4, ... s,
+        then every RETRY_MAX_S) until its reads succeed once: nothing else would call it again."""
+        self._rt.spawn(self._resume)
+
+    def _resume(self) -> None:
+        failures = 0
+        while True:
+            try:
+                mine = unrouted.conversations_routed_by(self._rt.db, self._rt.membership.process_id)
+                self.take_over()
+            except Exception:
+                failures += 1
+                delay = retry_delay(failures)
+                log.exception("resuming the routing of held messages failed (%d in a row); again in %g s",
+                              failures, delay)
+                time.sleep(delay)
+                continue
+            for conversation_id in mine:
+                self.kick(conversation_id)
+            return
 
     def _work(self, conversation_id: str) -> None:
         try:

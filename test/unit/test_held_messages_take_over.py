@@ -1,6 +1,7 @@
 """The held messages of a process that died are taken over by one live process (modules/storage/unrouted.py,
 server/routing_inbox.py): only once its process is forgotten, by one survivor only (a compare-and-set), never
-where another live process's worker routes the conversation, and routed in send order."""
+where another live process's worker routes the conversation, and routed in send order; a resume whose read
+fails tries again until it succeeds."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from modules.multi_agent.message_router import PendingMessage
 from modules.statuses import MessageSource, Route
 from modules.storage import conversations, processes, unrouted
 from modules.storage.db import Database
+from modules.storage.deadline import DeadlineExceeded
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import PendingMessageRow, ServerProcess
 from modules.storage.users import get_or_create_user
+from server import routing_inbox
 from server.cluster import Membership
 from test.db_urls import migrated_database
 from test.unit.test_routing_retry import Inbox
@@ -127,3 +130,24 @@ def test_resume_routes_its_own_and_the_orphans_but_not_a_live_peers(sqlite_db):
         hold(db, conv, master, name, process)
     inbox.resume()
     assert sorted(inbox.routed) == ["mine", "orphan"]
+
+
+def test_a_resume_whose_read_fails_tries_again_until_it_succeeds(sqlite_db, monkeypatch):
+    db = sqlite_db
+    inbox = survivor(db)
+    conv, master = conversation(db)
+    hold(db, conv, master, "held across the outage", inbox._rt.membership.process_id)
+    waits: list[float] = []
+    monkeypatch.setattr(routing_inbox, "time", SimpleNamespace(sleep=waits.append))
+    real, calls = unrouted.conversations_routed_by, []
+
+    def read(database, process_id):
+        calls.append(1)
+        if len(calls) <= 9:  # the database did not answer yet, just after an outage ended
+            raise DeadlineExceeded("the database did not answer within 5 s")
+        return real(database, process_id)
+
+    monkeypatch.setattr(unrouted, "conversations_routed_by", read)
+    inbox.resume()
+    assert inbox.routed == ["held across the outage"] and len(calls) == 10
+    assert waits == [1, 2, 4, 8, 16, 32] + [routing_inbox.RETRY_MAX_S] * 3  # doubling, never past the cap
