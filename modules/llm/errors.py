@@ -17,6 +17,8 @@ _OVERFLOW_WORDINGS = (
     "reduce the length", "token limit", "exceeds the limit of", "request too large",
 )
 _STATUS_OF_CODE = {"server_error": 500, "rate_limit_exceeded": 429}
+# An error's `type` that means a status where no `code` says one (Anthropic's words, sent by gateways mid-stream).
+_STATUS_OF_TYPE = {"rate_limit_error": 429, "overloaded_error": 529}
 # Words of an error's `code` or `type` that blame the request, not the endpoint: asking again would not help.
 _CLIENT_FAULT_WORDS = ("invalid", "auth", "permission", "forbidden", "not_found", "unsupported", "quota",
                        "billing", "moderation", "policy")
@@ -100,9 +102,12 @@ def _names_client_fault(body: Any) -> bool:
 
 def _status_code(body: Any) -> int | None:
     """The HTTP status an error body names as its `code` (`{"error": {"code": 502}}`, `{"code": "429"}`), or
-    means by it (`server_error`, `rate_limit_exceeded`: OpenAI's words, which OpenRouter's stream uses too)."""
+    means by it (`server_error`, `rate_limit_exceeded`: OpenAI's words, which OpenRouter's stream uses too), or,
+    with no `code`, by its `type` (`rate_limit_error`: a rate limit, waited out as one)."""
     inner = body.get("error", body) if isinstance(body, Mapping) else None
     code = inner.get("code") if isinstance(inner, Mapping) else None
+    if code is None and isinstance(inner, Mapping):
+        code = _STATUS_OF_TYPE.get(str(inner.get("type")))
     if isinstance(code, str):
         code = int(code) if code.isdigit() else _STATUS_OF_CODE.get(code)
     return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else None

@@ -256,7 +256,7 @@ class OpenAIChatModel:
         except (httpx2.HTTPError, ValueError) as exc:
             raise _AttemptFailed(ModelError("model_error", f"model endpoint sent an unreadable body: {exc}"),
                                  None) from exc
-        if isinstance(body, dict) and "error" in body:
+        if isinstance(body, dict) and body.get("error"):  # `"error": null` beside choices: no error
             raise _AttemptFailed(stream_error(error_text(body, "an error"), body), None)
         if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
             raise _AttemptFailed(ModelError("model_error", f"model endpoint sent a body that is not a chat "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from modules.storage.db import DatabaseUnavailable
 from modules.tools.base import ToolArgumentError, ToolContext, ToolSpec, parse_arguments
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ class ToolRegistry:
             return {"success": False, "error": f"invalid arguments for {name}: {exc}"}
         try:
             result = spec.handler(ctx, args)
+        except DatabaseUnavailable:  # the driver's words name the database's host: the operator's, not the model's
+            log.warning("tool %s could not run: the database is unavailable", name, exc_info=True)
+            return {"success": False, "error": f"{name} could not run: the server's database is unavailable "
+                                               "right now, so nothing was started; try again in a moment"}
         except Exception as exc:  # a tool bug must not kill the agent's turn
             log.exception("tool %s failed", name)
             return {"success": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}

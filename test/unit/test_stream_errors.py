@@ -8,8 +8,8 @@ import pytest
 
 from modules.llm import ModelError
 from modules.llm.types import CONTEXT_LENGTH_EXCEEDED
-from test.provider_replies import gateway_error
-from test.scripted_llm import text
+from test.provider_replies import gateway_error, whole_body
+from test.scripted_llm import JsonBodyStep, text
 from test.unit.scripted_client import USER, make_model
 
 pytestmark = pytest.mark.timeout(30)
@@ -53,3 +53,22 @@ def test_an_error_event_that_blames_the_request_is_not_retried(llm, error, code)
         make_model(llm).stream_chat(messages=USER)
 
     assert (caught.value.code, caught.value.retryable, len(llm.requests)) == (code, False, 1)
+
+
+def test_an_error_event_typed_as_a_rate_limit_is_retried_as_one(llm):
+    retries: list[str] = []
+    llm.script(gateway_error({"message": "Number of requests exceeded", "type": "rate_limit_error"}),
+               text("recovered"))
+
+    reply = make_model(llm, on_retry=lambda attempt, err, delay: retries.append(err.code)).stream_chat(messages=USER)
+
+    assert (reply.content, retries) == ("recovered", ["rate_limited"])
+
+
+def test_a_whole_body_with_a_null_error_beside_its_choices_is_the_reply(llm):
+    body = whole_body("the answer").body
+    llm.script(JsonBodyStep({**body, "error": None}), text("must not be asked for"))
+
+    reply = make_model(llm).stream_chat(messages=USER)
+
+    assert (reply.content, len(llm.requests)) == ("the answer", 1)
