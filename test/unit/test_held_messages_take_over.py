@@ -20,7 +20,7 @@ from modules.storage.users import get_or_create_user
 from server import routing_inbox
 from server.cluster import Membership
 from test.db_urls import migrated_database
-from test.unit.test_routing_retry import Inbox
+from test.unit.routing_inbox_double import Inbox
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])

@@ -16,21 +16,7 @@ from modules.storage.deadline import DeadlineExceeded
 from modules.storage.message_meta import MessageMeta
 from modules.storage.users import get_or_create_user
 from server import routing_inbox
-from server.routing_inbox import RoutingInbox
-
-
-class Inbox(RoutingInbox):
-    """Routing replaced by a record of what was routed; a task spawned runs at once (its sleep patched to 0)."""
-
-    def __init__(self, db, spawn=lambda fn, *args: fn(*args)):
-        super().__init__(SimpleNamespace(db=db, spawn=spawn), routing=None)
-        self.routed: list[str] = []
-
-    def _route(self, held):
-        with self._rt.db.write() as s:
-            unrouted.release_in(s, held.id, {"target_agent_id": held.target_agent_id, "type": held.type,
-                                             "question_id": None, "meta": held.meta.dump()})
-        self.routed.append(held.content)
+from test.unit.routing_inbox_double import Inbox
 
 
 @pytest.fixture
