@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from sqlalchemy import Table, and_, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from modules.statuses import AgentState, CommandStatus
@@ -93,6 +93,15 @@ def list_conversations(db: Database, user_id: int, limit: int = 200, query: str 
                        before: ConversationCursor | None = None) -> ConversationPage:
     """A page of the user's conversations, newest first (by last activity, then id); `query`: only those whose
     title or a user's or an agent's message contains it, ignoring case; `before`: those after that cursor."""
+    with db.read() as s:
+        rows = list(s.scalars(page_select(user_id, limit + 1, query, before)))
+    page = rows[:limit]
+    return ConversationPage(page, ConversationCursor.after(page[-1]) if len(rows) > limit else None)
+
+
+def page_select(user_id: int, limit: int, query: str | None, before: ConversationCursor | None
+                ) -> Select[Conversation]:
+    """The statement of `list_conversations` (bench/conversation_pages.py shows its plan)."""
     stmt = select(Conversation).where(Conversation.user_id == user_id, Conversation.deleted_at.is_(None))
     if query:
         needle = query.lower()
@@ -101,13 +110,13 @@ def list_conversations(db: Database, user_id: int, limit: int = 200, query: str 
                                      func.lower(Message.content).contains(needle, autoescape=True))
         stmt = stmt.where(or_(func.lower(Conversation.title).contains(needle, autoescape=True), in_messages))
     if before is not None:
-        stmt = stmt.where(or_(Conversation.updated_at < before.updated_at,
+        # The first condition is implied by the second; it is the range that lets the database start its index
+        # scan (ix_conversations_user_page) at the cursor instead of reading the user's newer rows to skip them.
+        stmt = stmt.where(Conversation.updated_at <= before.updated_at,
+                          or_(Conversation.updated_at < before.updated_at,
                               and_(Conversation.updated_at == before.updated_at,
                                    Conversation.id > before.conversation_id)))
-    with db.read() as s:
-        rows = list(s.scalars(stmt.order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit + 1)))
-    page = rows[:limit]
-    return ConversationPage(page, ConversationCursor.after(page[-1]) if len(rows) > limit else None)
+    return stmt.order_by(Conversation.updated_at.desc(), Conversation.id).limit(limit)
 
 
 def rename_conversation(db: Database, conversation_id: str, user_id: int, title: str) -> Conversation | None:

@@ -54,8 +54,13 @@ class Conversation(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     title: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[float] = mapped_column(Double)
-    updated_at: Mapped[float] = mapped_column(Double, index=True)
+    updated_at: Mapped[float] = mapped_column(Double)
     deleted_at: Mapped[float | None] = mapped_column(Double, nullable=True)  # set: gone for its user
+
+
+# The list's keyset pages (conversation_pages.py): one user's rows in page order, read from the cursor on
+# (migration 0013; it replaced an index of `updated_at` alone, which only this list had used).
+Index("ix_conversations_user_page", Conversation.user_id, Conversation.updated_at.desc(), Conversation.id)
 
 
 class Agent(Base):
