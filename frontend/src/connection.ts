@@ -20,7 +20,7 @@ export const connection: ConnectionState = reactive({
 /** The socket's own errors ("xhr poll error") do not say why: one REST call does. */
 async function probe(): Promise<void> {
   try {
-    await api("/api/conversations");
+    await api("/api/conversations?limit=1");
     connection.reason = "";
   } catch (err) {
     connection.reason = err instanceof ApiError && (err.status === 401 || err.status === 403) ? "auth" : "unreachable";
