@@ -4,7 +4,7 @@ Fills a database with one user's conversations (`--conversations`, default 20,00
 user's, all active after the first user's (the rest of the site, busy since: an index of last activity alone
 meets all of them first), then times `list_conversations` for the first page, the page halfway down and the
 last page (10,000 and 19,900 conversations down, by their cursors), with the list's index
-(`ix_conversations_user_page`, migration 0013) and with the index of `updated_at` alone that it replaced;
+(`ix_conversations_user_page`, migration 0014) and with the index of `updated_at` alone that it replaced;
 prints the median milliseconds of each and the plan the database chose for the page halfway down.
 
 Run: `.venv/bin/python bench/conversation_pages.py [--database-url URL]` (default: a new SQLite file; the
@@ -71,12 +71,12 @@ def _plan(db: Database, user_id: int, before: ConversationCursor) -> str:
     return "\n".join("    " + " | ".join(str(v) for v in row) for row in rows)
 
 
-def _indexes(db: Database, of_0013: bool) -> None:
-    """The list's index as migration 0013 made it, or the index of `updated_at` alone that it replaced."""
+def _indexes(db: Database, of_0014: bool) -> None:
+    """The list's index as migration 0014 made it, or the index of `updated_at` alone that it replaced."""
     old = "ix_conversations_updated_at"
     on = " ON conversations" if db.dialect in ("mysql", "mariadb") else ""
     with db.write() as s:
-        if of_0013:
+        if of_0014:
             s.execute(text(f"CREATE INDEX {INDEX} ON conversations (user_id, updated_at DESC, id)"))
             s.execute(text(f"DROP INDEX {old}{on}"))
         else:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not present:
                     _indexes(db, False)
                 times = [_median_ms(db, users[0], c, args.calls) for c in (None, *cursors)]
-                label = "with 0013's index" if present else "with 0012's (updated_at alone)"
+                label = "with 0014's index" if present else "with 0013's (updated_at alone)"
                 print(f"  {label}: " + ", ".join(
                     f"{where} {ms:.2f} ms" for where, ms in zip(["first page", *(f"at {d:,}" for d in depths)], times,
                                                                 strict=True)))

@@ -59,7 +59,7 @@ class Conversation(Base):
 
 
 # The list's keyset pages (conversation_pages.py): one user's rows in page order, read from the cursor on
-# (migration 0013; it replaced an index of `updated_at` alone, which only this list had used).
+# (migration 0014; it replaced an index of `updated_at` alone, which only this list had used).
 Index("ix_conversations_user_page", Conversation.user_id, Conversation.updated_at.desc(), Conversation.id)
 
 

@@ -1,4 +1,4 @@
-"""The conversation list's pages read one user's rows in page order from the cursor on (migration 0013's
+"""The conversation list's pages read one user's rows in page order from the cursor on (migration 0014's
 `ix_conversations_user_page`), never sorting the user's conversations nor skipping those before the cursor."""
 
 from __future__ import annotations

@@ -4,15 +4,15 @@ id), so a page of `GET /api/conversations` reads its rows from its cursor on ins
 It replaces the index of `updated_at` alone: only the list used it, every message's activity updated it, and
 PostgreSQL's planner would walk it past the whole site's newer conversations to find one user's.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
