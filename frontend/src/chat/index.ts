@@ -4,11 +4,13 @@
 // tasks and acts for the user; the events coming in are routed by ./events.ts.
 
 import { api, ApiError } from "../api";
-import type { AgentInfo, AskItem, Conversation, SendAnswer, TaskSummary, UserItem } from "../types";
+import type { AgentInfo, AskItem, Conversation, SendAnswer, TaskSummary, TimelineItem, UserItem } from "../types";
 import { deliver, editMessage, failure, regenerate, retryable, stopTasks } from "./send";
 import { ChatEvents } from "./events";
 import { FINAL_STATUSES } from "./taskLogs";
-import { fetchConversation, mergedHistory } from "./load";
+import { historyItems } from "../history";
+import { fetchConversation, mergedHistory, withEarlier } from "./load";
+import { masterPages, readBlock } from "./pages";
 import { rememberSent, restoreSent } from "./sent";
 import { restoreChips } from "./suggestions";
 import { emptyState } from "./state";
@@ -24,6 +26,10 @@ type Created = { id: string; viewGen: number | null };
 export class Chat extends ChatEvents {
   /** The conversation being created for the fresh view of generation `gen`: sends made meanwhile in that view share it. */
   private creating: { gen: number; promise: Promise<Created> } | null = null;
+  /** Where the master's loaded history starts (./pages.ts): the message to read the earlier block before, and the
+   * side items (sub-agents' parts, status lines, summaries) older than the loaded history, which wait for it. */
+  private earlier: { before: string | null; side: TimelineItem[] } = { before: null, side: [] };
+  private readingEarlier = false;
 
   // ---- opening a conversation -----------------------------------------------------
 
@@ -33,6 +39,8 @@ export class Chat extends ChatEvents {
     this.timeline.clear();
     this.ephemeral = [];
     this.holding = false;
+    this.earlier = { before: null, side: [] };
+    this.readingEarlier = false;
     const { textMismatches: _kept, ...fresh } = emptyState();
     Object.assign(this.state, fresh, { conversationId, title });
   }
@@ -54,6 +62,8 @@ export class Chat extends ChatEvents {
       const merged = await mergedHistory(conversationId, history, agents, tasks);
       if (gen !== this.generation) return;
       this.timeline.loadHistory(merged.items, merged.messageIds);
+      this.earlier = { before: history.before, side: merged.side };
+      this.state.hasEarlier = history.before !== null;
       for (const t of tasks) {
         this.logs.known.add(t.task_id);
         if (!FINAL_STATUSES.has(t.status)) this.logs.track(t.task_id, t.agent_id);
@@ -82,6 +92,30 @@ export class Chat extends ChatEvents {
     void this.restoreSuggestions(gen);
     void this.refreshUsage();
     void restoreSent(conversationId, this.timeline, () => gen !== this.generation);
+  }
+
+  /** Read the master's block of history before what is loaded and put it in front, merged with its side items
+   * (./load.ts withEarlier): the reader reached the start of what is loaded. A failed read is asked again at the
+   * reader's next scroll. */
+  async loadEarlier(): Promise<void> {
+    const cid = this.state.conversationId;
+    const before = this.earlier.before;
+    if (!cid || !before || this.readingEarlier) return;
+    const gen = this.generation;
+    this.readingEarlier = true;
+    try {
+      const block = await readBlock(masterPages(cid), before);
+      if (gen !== this.generation) return;
+      const master = historyItems(block.data, block.display_name);
+      const merged = withEarlier(block, master, this.earlier.side);
+      this.earlier = { before: block.before, side: merged.side };
+      this.timeline.prependHistory(merged.items, master.messageIds);
+      this.state.hasEarlier = block.before !== null;
+    } catch {
+      // the reader's next scroll to the top asks again
+    } finally {
+      if (gen === this.generation) this.readingEarlier = false;
+    }
   }
 
   /** The latest reply's chips survive a reload (see ./suggestions.ts). */

@@ -53,6 +53,13 @@ export class Timeline {
     this.state.items.push(...items);
   }
 
+  /** An earlier block of stored history (./pages.ts), before everything shown. */
+  prependHistory(items: TimelineItem[], messageIds: Iterable<string>): void {
+    for (const id of messageIds) this.knownMessageIds.add(id);
+    for (const item of items) this.register(item);
+    this.state.items.unshift(...items);
+  }
+
   push(item: TimelineItem): TimelineItem {
     const r = reactive(item) as TimelineItem;
     this.register(r);
