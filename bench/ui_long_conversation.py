@@ -6,11 +6,12 @@ result, an 840-character answer: 4 messages a turn), then times `GET /api/conver
 in Debian's Chromium (headless, through Playwright), opening the conversation from the list until its last
 question shows, with the page's element count and JavaScript heap after it.
 
-The UI renders a long conversation's last 120 items and more as the reader scrolls up (ChatTimeline.vue): before,
-1,000 turns took 2.9-4.6 s to open, with 24,109 elements and 176-209 MB of heap (docs/PERFORMANCE.md).
+The UI renders a long conversation's last 120 items and more as the reader scrolls up (ChatTimeline.vue), and reads
+the history in pages (frontend/src/chat/pages.ts): the bytes of the master's history the open downloaded are printed
+too. `--ui DIR` serves another build (`FRONTEND_DIR`), e.g. one of an earlier commit, to compare (docs/PERFORMANCE.md).
 
-Run: `.venv/bin/python bench/ui_long_conversation.py` (`make frontend` first); `--turns N` (default 1000),
-`--runs N` (default 3).
+Run: `.venv/bin/python bench/ui_long_conversation.py` (`make frontend` first); `--turns N [N ...]` (default 1000
+5000), `--runs N` (default 3), `--ui DIR`.
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def turns(n: int) -> list[MessageDraft]:
     return drafts
 
 
+def title(n: int) -> str:
+    return f"Hours of talk ({n} turns)"
+
+
 def store(server: ServerProcess, n: int) -> str:
-    conv = server.post("/api/conversations", {"title": "Hours of talk"}).json()
+    conv = server.post("/api/conversations", {"title": title(n)}).json()
     db = Database(server.database_url)
     try:
         drafts = turns(n)
@@ -64,14 +69,17 @@ def store(server: ServerProcess, n: int) -> str:
     return str(conv["conversation_id"])
 
 
-def open_once(browser, server: ServerProcess, cid: str, n: int) -> tuple[float, int, float]:
+def open_once(browser, server: ServerProcess, cid: str, n: int) -> tuple[float, int, float, int]:
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport=DESKTOP)
     try:
         page = context.new_page()
         page.goto(server.url + "/")
-        item = page.get_by_test_id("conversation-item").filter(has_text="Hours of talk")
+        item = page.get_by_test_id("conversation-item").filter(has_text=title(n))
+        master = f"/api/conversations/{cid}/messages"
+        history: list = []  # the master's history, as the UI reads it
+        page.on("response", lambda r: history.append(r) if master in r.url and "agent=" not in r.url else None)
         expect(item).to_be_visible(timeout=20_000)
         started = time.perf_counter()
         item.click()
@@ -79,41 +87,48 @@ def open_once(browser, server: ServerProcess, cid: str, n: int) -> tuple[float, 
         took = time.perf_counter() - started
         elements = page.evaluate("() => document.getElementsByTagName('*').length")
         heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")
-        return took, elements, heap / 1e6
+        return took, elements, heap / 1e6, sum(len(r.body()) for r in history)
     finally:
         context.close()
 
 
+def bench(server: ServerProcess, browser, n: int, runs: int) -> None:
+    cid = store(server, n)
+    reads = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        answer = server.get(f"/api/conversations/{cid}/messages")
+        reads.append(time.perf_counter() - started)
+    print(f"history: {n} turns, {len(answer.json()['data'])} messages, "
+          f"{len(answer.content) / 1e6:.1f} MB; GET messages median {statistics.median(reads) * 1000:.0f} ms")
+    opens = [open_once(browser, server, cid, n) for _ in range(runs)]
+    for i, (took, elements, heap, read) in enumerate(opens, 1):
+        print(f"open {i}: {took * 1000:5.0f} ms, {elements} elements, {heap:.0f} MB JS heap, "
+              f"{read / 1e6:.2f} MB of history read")
+    print(f"open median ({n} turns): {statistics.median(o[0] for o in opens) * 1000:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--turns", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ui", type=Path, default=ROOT / "frontend" / "dist", help="the built UI to serve")
     args = parser.parse_args()
-    if not (ROOT / "frontend" / "dist" / "index.html").is_file():
-        sys.exit("frontend/dist is missing: run `make frontend`")
+    if not (args.ui / "index.html").is_file():
+        sys.exit(f"{args.ui} is missing: run `make frontend`")
     from playwright.sync_api import sync_playwright
 
     data_dir = Path(tempfile.mkdtemp(prefix="ui-long-"))
     with ScriptedLLMServer() as llm:
-        server = ServerProcess(data_dir, llm.base_url).start()
+        server = ServerProcess(data_dir, llm.base_url, env={"FRONTEND_DIR": str(args.ui.resolve())}).start()
         try:
-            cid = store(server, args.turns)
-            reads = []
-            for _ in range(args.runs):
-                started = time.perf_counter()
-                answer = server.get(f"/api/conversations/{cid}/messages")
-                reads.append(time.perf_counter() - started)
-            print(f"history: {args.turns} turns, {len(answer.json()['data'])} messages, "
-                  f"{len(answer.content) / 1e6:.1f} MB; GET messages median {statistics.median(reads) * 1000:.0f} ms")
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
                 try:
-                    opens = [open_once(browser, server, cid, args.turns) for _ in range(args.runs)]
+                    for n in args.turns:
+                        bench(server, browser, n, args.runs)
                 finally:
                     browser.close()
-            for i, (took, elements, heap) in enumerate(opens, 1):
-                print(f"open {i}: {took * 1000:5.0f} ms, {elements} elements, {heap:.0f} MB JS heap")
-            print(f"open median: {statistics.median(o[0] for o in opens) * 1000:.0f} ms")
         finally:
             server.stop()
             shutil.rmtree(data_dir, ignore_errors=True)
