@@ -105,9 +105,21 @@ class RoutingInbox:
     def take_over(self) -> None:
         """Route the held messages that no registered process routes (their process died and was forgotten):
         a compare-and-set claims each conversation's for this process, so one survivor routes them
-        (`unrouted.claim_orphans`). The membership sweep calls it after forgetting gone processes."""
-        for conversation_id in unrouted.claim_orphans(self._rt.db, self._rt.membership.process_id):
-            self.kick(conversation_id)
+        (`unrouted.claim_orphans`). The membership sweep calls it after forgetting gone processes.
+
+        Each claimed conversation is kicked at once: a claim is this process's from its commit, and no later
+        sweep sees it as an orphan again, so one lost to a later claim's failure would wait for the next send.
+        A claim that fails is kicked too (its commit may have landed unreported); where another process claimed
+        the messages, the release's compare-and-set still queues each once."""
+        me = self._rt.membership.process_id
+        for conversation_id in unrouted.orphaned_conversations(self._rt.db, me):
+            try:
+                claimed = unrouted.claim(self._rt.db, conversation_id, me)
+            except Exception:
+                self.kick(conversation_id)
+                raise
+            if claimed:
+                self.kick(conversation_id)
 
     def resume(self) -> None:
         """At start-up and when the database is back after an outage: route this process's held messages and

@@ -73,15 +73,16 @@ def claim_orphans_in(session: Session, conversation_id: str, me: str) -> bool:
     return rowcount(session.execute(_CLAIM, {"conversation": conversation_id, "me": me})) > 0
 
 
+def claim(db: Database, conversation_id: str, me: str) -> bool:
+    """`claim_orphans_in` in a transaction of its own."""
+    with db.write() as s:
+        return claim_orphans_in(s, conversation_id, me)
+
+
 def claim_orphans(db: Database, me: str) -> list[str]:
     """Claim the held messages of every orphaned conversation (`orphaned_conversations`) for `me`, one
-    conversation a transaction; the conversations claimed, for `me`'s inbox to route."""
-    claimed = []
-    for conversation_id in orphaned_conversations(db, me):
-        with db.write() as s:
-            if claim_orphans_in(s, conversation_id, me):
-                claimed.append(conversation_id)
-    return claimed
+    conversation a transaction; the conversations claimed."""
+    return [conversation_id for conversation_id in orphaned_conversations(db, me) if claim(db, conversation_id, me)]
 
 
 def release_in(session: Session, message_id: str, values: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from modules.multi_agent.message_router import PendingMessage
 from modules.statuses import MessageSource, Route
 from modules.storage import conversations, processes, unrouted
-from modules.storage.db import Database
+from modules.storage.db import Database, DatabaseUnavailable
 from modules.storage.deadline import DeadlineExceeded
 from modules.storage.message_meta import MessageMeta
 from modules.storage.models import PendingMessageRow, ServerProcess
@@ -151,3 +151,27 @@ def test_a_resume_whose_read_fails_tries_again_until_it_succeeds(sqlite_db, monk
     inbox.resume()
     assert inbox.routed == ["held across the outage"] and len(calls) == 10
     assert waits == [1, 2, 4, 8, 16, 32] + [routing_inbox.RETRY_MAX_S] * 3  # doubling, never past the cap
+
+
+def test_a_claim_that_fails_leaves_no_conversation_claimed_but_unrouted(sqlite_db, monkeypatch):
+    db = sqlite_db
+    inbox = survivor(db)
+    for name in ("a", "b", "c"):
+        conv, master = conversation(db, name)
+        hold(db, conv, master, name, "forgotten")
+    real, calls = unrouted.claim_orphans_in, []
+
+    def claim(session, conversation_id, me):
+        calls.append(conversation_id)
+        if len(calls) == 2:  # the database stopped answering after the first claim committed
+            raise DeadlineExceeded("the database did not answer within 5 s")
+        return real(session, conversation_id, me)
+
+    monkeypatch.setattr(unrouted, "claim_orphans_in", claim)
+    with pytest.raises(DatabaseUnavailable):
+        inbox.take_over()
+    first = calls[0]
+    assert unrouted.conversations_routed_by(db, inbox._rt.membership.process_id) == []  # nothing claimed waits
+    assert len(inbox.routed) == 2  # the claimed one, and the one whose claim failed (its commit is unknown)
+    inbox.take_over()  # the next sweep claims the rest
+    assert sorted(inbox.routed) == ["a", "b", "c"] and unrouted.unrouted(db, first) == []
