@@ -3,7 +3,9 @@ README "Configuration"; modules/work_caps.py) counts those of every server proce
 
 A foreground command is otherwise only its tool call in the agent's history and a log file: nothing another
 process could count. Its row is inserted under the user's work lock after the cap's check, and deleted when the
-command ends; a process that dies leaves its rows to `processes.forget`, which deletes them with it.
+command ends; a process that dies leaves its rows to `processes.forget`, which deletes them with it. A row whose
+delete failed (no database when its command ended) is deleted by the membership sweep (`delete_leftovers`, every
+few seconds and when the database is back: server/cluster.py), not left to count until this process's next start.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ class ForegroundCommands:
         self._caps = caps
         self._owner = owner
         self._lock = threading.Lock()
-        self._leftover: set[str] = set()  # rows whose delete failed (no database then): deleted at the next start
+        self._leftover: set[str] = set()  # rows whose delete failed (no database then): `delete_leftovers`
 
     @contextmanager
     def running(self, conversation_id: str, agent_id: str) -> Iterator[None]:
         """Held while one foreground command runs. CapReached (nothing recorded, so nothing may start) when the
         user already runs as many as the cap allows."""
-        self._delete_leftovers()
+        self.delete_leftovers()
         row_id = new_id()
         with starting(self._db, conversation_id):
             check(self._db, self._caps.foreground_commands, conversation_id)
@@ -47,15 +49,17 @@ class ForegroundCommands:
         finally:
             self._delete({row_id})
 
-    def _delete_leftovers(self) -> None:
+    def delete_leftovers(self) -> None:
+        """Delete the rows whose delete failed; nothing to do (no query) when there are none. Every process counts
+        them against their user's cap until then. Failing again, they stay for the next call."""
         with self._lock:
             leftover, self._leftover = self._leftover, set()
         if leftover:
             self._delete(leftover)
 
     def _delete(self, row_ids: set[str]) -> None:
-        """A command that ended no longer counts; a failed delete is retried by the next command's start rather
-        than failing the result of the one that ended."""
+        """A command that ended no longer counts; a failed delete is retried (`delete_leftovers`) rather than
+        failing the result of the one that ended."""
         try:
             with self._db.write() as s:
                 s.execute(delete(ForegroundCommand).where(ForegroundCommand.id.in_(row_ids)))

@@ -144,6 +144,8 @@ def create_app(settings: Settings, *, async_mode: str | None = None) -> ChatServ
     app.wsgi_app = DeclineWebSocketCompression(app.wsgi_app)  # type: ignore[method-assign]
     app.wsgi_app = SecurityHeaders(app.wsgi_app)  # type: ignore[method-assign]
     db.health.subscribe(lambda _change: chat.inbox.resume() if db.health.available else None)
+    # First: it never raises, so a take-over step failing after it cannot skip it.
+    rt.membership.on_take_over(rt.services.foreground.delete_leftovers)
     rt.membership.on_take_over(chat.inbox.take_over)
     return ChatServer(app, socketio, rt, chat)
 
