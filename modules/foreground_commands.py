@@ -41,9 +41,16 @@ class ForegroundCommands:
         row_id = new_id()
         with starting(self._db, conversation_id):
             check(self._db, self._caps.foreground_commands, conversation_id)
-            with self._db.write() as s:
-                s.add(ForegroundCommand(id=row_id, conversation_id=conversation_id, agent_id=agent_id,
-                                        owner=self._owner, created_at=now()))
+            try:
+                with self._db.write() as s:
+                    s.add(ForegroundCommand(id=row_id, conversation_id=conversation_id, agent_id=agent_id,
+                                            owner=self._owner, created_at=now()))
+            except Exception:
+                # The command will not run, but the insert may have committed unreported (a connection lost
+                # after its COMMIT): a row no delete would ever name, counted for as long as this process lives.
+                with self._lock:
+                    self._leftover.add(row_id)
+                raise
         try:
             yield
         finally:
