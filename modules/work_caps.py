@@ -5,10 +5,11 @@ pipes) or sixty sub-agents, and a user with many conversations (or many sub-agen
 each at once, until the server ran out of file descriptors for everyone. Past a cap the
 tool answers with an error that says which cap and how to go on, and nothing is started.
 
-The counts come from the database, and the check and the insert of the new work happen under one lock:
-this process's, and the user's lock across every server process of the cluster
+The counts come from the database, and the check and the insert of the new work happen under the user's
+locks: this process's (`UserLocks`), and the user's lock across every server process of the cluster
 (modules/storage/work_lock.py), so two processes starting work at the same instant cannot both take the
-last free place.
+last free place. Every cap is of a conversation or of its user, so different users' starts need not wait
+on each other.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from modules.config import Settings
 from modules.storage import work_counts
 from modules.storage.db import Database
-from modules.storage.work_lock import user_work_lock
+from modules.storage.work_lock import owner_of, user_work_lock
 
 
 class CapReached(RuntimeError):
@@ -81,14 +82,43 @@ class WorkCaps:
                    "wait for their reports or terminate one first", work_counts.active_sub_agents)
 
 
-START_LOCK = threading.Lock()  # one check-and-start at a time in this process
+class UserLocks:
+    """One lock per user in this process, kept while a start holds or waits for it. The user's lock across
+    processes excludes this process's other threads too on PostgreSQL and MariaDB (each holds a connection of
+    its own), but not on SQLite, where it is nothing; and a start waiting here holds no connection."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[int | None, tuple[threading.Lock, int]] = {}  # user -> its lock, starts holding or waiting
+
+    @contextmanager
+    def held(self, user_id: int | None) -> Iterator[None]:
+        with self._guard:
+            lock, starts = self._locks.get(user_id, (threading.Lock(), 0))
+            self._locks[user_id] = (lock, starts + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, starts = self._locks[user_id]
+                if starts == 1:
+                    del self._locks[user_id]
+                else:
+                    self._locks[user_id] = (lock, starts - 1)
+
+
+USER_LOCKS = UserLocks()
+# Starts under way at once in this process: each holds a connection for the user's lock across processes and
+# takes another for its count and its insert, so a burst of many users' starts must not take the whole pool.
+STARTS_AT_ONCE = threading.BoundedSemaphore(4)
 
 
 @contextmanager
 def starting(db: Database, conversation_id: str) -> Iterator[None]:
     """Held while work is checked against its caps and recorded: nothing else of the user starts meanwhile,
-    in this process or any other."""
-    with START_LOCK, user_work_lock(db, conversation_id):
+    in this process or any other; other users' starts go on."""
+    with USER_LOCKS.held(owner_of(db, conversation_id)), STARTS_AT_ONCE, user_work_lock(db, conversation_id):
         yield
 
 

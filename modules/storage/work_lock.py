@@ -4,7 +4,7 @@ cannot both pass the last free place (README, "Configuration").
 
 PostgreSQL: a transaction-scoped advisory lock keyed by the user, held until the new row is committed.
 MariaDB/MySQL: a named lock (GET_LOCK) on the same connection, released after the insert. SQLite is one
-process's database: the caller's process lock is all there is to hold.
+process's database: the caller's lock of the user in this process (`work_caps.UserLocks`) is all there is to hold.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from modules.storage.db import Database
+from modules.storage.models import Conversation
 
 LOCK_CLASS = 727402  # the first key of PostgreSQL's two-key advisory locks (727401: the migrations')
 WAIT_S = 5
@@ -23,6 +24,12 @@ NAMED = "CONCAT('chat_work_', DATABASE(), '_', user_id)"  # MariaDB's lock names
 
 class WorkLockTimeout(RuntimeError):
     """Another process held the user's lock past WAIT_S."""
+
+
+def owner_of(db: Database, conversation_id: str) -> int | None:
+    """The conversation's user (None: no such conversation), whose work the lock guards."""
+    with db.read() as s:
+        return s.scalar(select(Conversation.user_id).where(Conversation.id == conversation_id))
 
 
 @contextmanager

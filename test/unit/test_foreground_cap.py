@@ -1,11 +1,14 @@
 """The per-user cap on foreground commands (MAX_FOREGROUND_COMMANDS_PER_USER; modules/foreground_commands.py):
 a command past it is refused and recorded nowhere, an ended command frees its place, another user has places of
-his own, a dead process's commands stop counting once it is forgotten, and processes starting one user's commands
-at the same instant on one PostgreSQL (or MariaDB) database pass the cap together never."""
+his own, a dead process's commands stop counting once it is forgotten, processes (or threads of one process)
+starting one user's commands at the same instant pass the cap together never, and another user's start does not
+wait for one under way."""
 
 from __future__ import annotations
 
 import multiprocessing
+import queue
+import threading
 import time
 from contextlib import ExitStack
 
@@ -86,6 +89,78 @@ def test_a_record_that_could_not_be_deleted_is_deleted_at_the_next_start(db, mon
     assert work_counts.running_foreground_commands(db, conv.id) == (1, 1)
     with foreground.running(conv.id, master.id):  # the cap of one: the leftover row went first
         assert work_counts.running_foreground_commands(db, conv.id) == (1, 1)
+
+
+
+WAIT_S = 5
+
+
+def test_another_users_start_does_not_wait_for_one_under_way(db, monkeypatch):
+    alices, alices_master = create_conversation(db, get_or_create_user(db, "alice").id, "a")
+    bobs, bobs_master = create_conversation(db, get_or_create_user(db, "bob").id, "b")
+    counting, go_on, bob_started = threading.Event(), threading.Event(), threading.Event()
+    counted = work_counts.running_foreground_commands
+
+    def slow_for_alice(database: Database, cid: str) -> tuple[int, int]:
+        if cid == alices.id:  # a slow database, under alice's lock
+            counting.set()
+            go_on.wait(WAIT_S * 2)
+        return counted(database, cid)
+
+    monkeypatch.setattr(work_counts, "running_foreground_commands", slow_for_alice)
+    foreground = ForegroundCommands(db, caps(), processes.register(db))
+
+    def start(conversation_id: str, agent_id: str, started: threading.Event | None = None) -> None:
+        with foreground.running(conversation_id, agent_id):
+            if started is not None:
+                started.set()
+
+    alice = threading.Thread(target=start, args=(alices.id, alices_master.id))
+    bob = threading.Thread(target=start, args=(bobs.id, bobs_master.id, bob_started))
+    alice.start()
+    try:
+        assert counting.wait(WAIT_S)
+        bob.start()
+        assert bob_started.wait(WAIT_S), "bob's start waited for alice's"
+    finally:
+        go_on.set()
+        alice.join(WAIT_S * 2)
+        if bob.ident is not None:
+            bob.join(WAIT_S * 2)
+    assert work_counts.running_foreground_commands(db, alices.id) == (0, 0)
+
+
+def test_threads_starting_one_users_commands_at_once_pass_the_cap_together_never(db, monkeypatch):
+    alice = get_or_create_user(db, "alice").id
+    conversations = [create_conversation(db, alice, f"c{i}") for i in range(3)]
+    counted = work_counts.running_foreground_commands
+
+    def slow_count(database: Database, cid: str) -> tuple[int, int]:
+        found = counted(database, cid)
+        time.sleep(0.05)  # the moment between the check and the insert
+        return found
+
+    monkeypatch.setattr(work_counts, "running_foreground_commands", slow_count)
+    foreground = ForegroundCommands(db, caps(1), processes.register(db))
+    go, release, outcomes = threading.Barrier(len(conversations)), threading.Event(), queue.Queue()
+
+    def start(conversation_id: str, agent_id: str) -> None:
+        go.wait(WAIT_S)
+        try:
+            with foreground.running(conversation_id, agent_id):
+                outcomes.put(True)
+                release.wait(WAIT_S)
+        except CapReached:
+            outcomes.put(False)
+
+    threads = [threading.Thread(target=start, args=(conv.id, master.id)) for conv, master in conversations]
+    for thread in threads:
+        thread.start()
+    found = sorted(outcomes.get(timeout=WAIT_S * 2) for _ in threads)
+    release.set()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert found == [False, False, True]
 
 
 WORKERS = 5
