@@ -1,7 +1,7 @@
 """Server processes sharing one database: registration, heartbeats, and which ones are gone.
 
-A process on this host is gone as soon as its pid is; one on another host when
-its heartbeat is older than the timeout. Work owned by a gone process (tasks,
+A process on this host is gone as soon as its pid is (or when its pid is this process's: a previous life of it);
+one on another host when its heartbeat is older than the timeout. Work owned by a gone process (tasks,
 background commands) is taken over by a live one.
 """
 
@@ -60,10 +60,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def is_gone(row: ServerProcess, timeout_s: float) -> bool:
-    """Gone when its heartbeat is stale, or at once when it ran on this host and its pid is gone."""
+    """Gone when its heartbeat is stale, or at once when it ran on this host and its pid is gone. `row` is another
+    process's (callers leave their own out): on this host with this process's pid, it is a previous life of this
+    process (a restarted container's server has its old pid, in a pid namespace that may reuse the old one's
+    number), so gone at once too."""
     if now() - row.heartbeat_at > timeout_s:
         return True
-    return row.host == HOST and row.pid != os.getpid() and not _pid_alive(row.pid)
+    return row.host == HOST and (row.pid == os.getpid() or not _pid_alive(row.pid))
 
 
 def gone_processes(db: Database, me: str, timeout_s: float) -> dict[str, str]:

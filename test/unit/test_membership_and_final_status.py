@@ -77,13 +77,15 @@ def test_a_heartbeat_after_a_peer_forgot_us_registers_us_again(db):
     with db.read() as s:
         row = s.get(ServerProcess, me)
     assert row is not None and row.pid == os.getpid() and row.host == processes.HOST
-    assert me in processes.alive_processes(db, "someone-else", 10)
+    assert me in processes.alive_processes(db, me, 10)
 
 
 def test_a_heartbeat_keeps_a_live_process_from_being_judged_gone(db):
     me = processes.register(db)
     with Database.write(db) as s:
-        s.get(ServerProcess, me).heartbeat_at -= 60
+        row = s.get(ServerProcess, me)
+        row.heartbeat_at -= 60
+        row.pid = 1  # a peer on this host whose pid lives (this process's pid would be a previous life of it)
     assert me in processes.gone_processes(db, "someone-else", 10)
     processes.heartbeat(db, me)
     assert me not in processes.gone_processes(db, "someone-else", 10)
@@ -97,6 +99,16 @@ def test_a_process_on_this_host_whose_pid_is_gone_is_gone_at_once(db):
         s.get(ServerProcess, me).pid = 2**22 + 7  # beyond pid_max: no such process
     assert processes.gone_processes(db, "someone-else", 10) == {me: processes.HOST}
     assert me not in processes.alive_processes(db, "someone-else", 10)
+
+
+def test_a_previous_life_of_this_process_with_its_pid_is_gone_at_once(db):
+    """A restarted container runs the server with the pid of its previous life (1, say), in a pid namespace that
+    may reuse the old one's number: the old row names this host and this pid. No other live process can have this
+    pid here, so it is gone at once (its tasks and held messages taken over at start-up), heartbeat fresh or not."""
+    previous_life, me = processes.register(db), processes.register(db)
+    assert processes.gone_processes(db, me, 10) == {previous_life: processes.HOST}
+    assert previous_life not in processes.alive_processes(db, me, 10)
+    assert me in processes.alive_processes(db, me, 10)
 
 
 # -- the end of a turn -------------------------------------------------------------------
