@@ -6,7 +6,7 @@ each at once, until the server ran out of file descriptors for everyone. Past a 
 tool answers with an error that says which cap and how to go on, and nothing is started.
 
 The counts come from the database, and the check and the insert of the new work happen under the user's
-locks: this process's (`UserLocks`), and the user's lock across every server process of the cluster
+locks: this process's (`USER_LOCKS`), and the user's lock across every server process of the cluster
 (modules/storage/work_lock.py), so two processes starting work at the same instant cannot both take the
 last free place. Every cap is of a conversation or of its user, so different users' starts need not wait
 on each other.
@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from modules.config import Settings
+from modules.keyed_locks import KeyedLocks
 from modules.storage import work_counts
 from modules.storage.db import Database
 from modules.storage.work_lock import owner_of, user_work_lock
@@ -82,33 +83,10 @@ class WorkCaps:
                    "wait for their reports or terminate one first", work_counts.active_sub_agents)
 
 
-class UserLocks:
-    """One lock per user in this process, kept while a start holds or waits for it. The user's lock across
-    processes excludes this process's other threads too on PostgreSQL and MariaDB (each holds a connection of
-    its own), but not on SQLite, where it is nothing; and a start waiting here holds no connection."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[int | None, tuple[threading.Lock, int]] = {}  # user -> its lock, starts holding or waiting
-
-    @contextmanager
-    def held(self, user_id: int | None) -> Iterator[None]:
-        with self._guard:
-            lock, starts = self._locks.get(user_id, (threading.Lock(), 0))
-            self._locks[user_id] = (lock, starts + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, starts = self._locks[user_id]
-                if starts == 1:
-                    del self._locks[user_id]
-                else:
-                    self._locks[user_id] = (lock, starts - 1)
-
-
-USER_LOCKS = UserLocks()
+# One lock per user in this process. The user's lock across processes excludes this process's other threads too
+# on PostgreSQL and MariaDB (each holds a connection of its own), but not on SQLite, where it is nothing; and a
+# start waiting here holds no connection.
+USER_LOCKS: KeyedLocks[int | None] = KeyedLocks()
 # Starts under way at once in this process: each holds a connection for the user's lock across processes and
 # takes another for its count and its insert, so a burst of many users' starts must not take the whole pool.
 STARTS_AT_ONCE = threading.BoundedSemaphore(4)

@@ -4,7 +4,7 @@ cannot both pass the last free place (README, "Configuration").
 
 PostgreSQL: a transaction-scoped advisory lock keyed by the user, held until the new row is committed.
 MariaDB/MySQL: a named lock (GET_LOCK) on the same connection, released after the insert. SQLite is one
-process's database: the caller's lock of the user in this process (`work_caps.UserLocks`) is all there is to hold.
+process's database: the caller's lock of the user in this process (`work_caps.USER_LOCKS`) is all there is to hold.
 """
 
 from __future__ import annotations
