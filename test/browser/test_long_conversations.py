@@ -97,3 +97,38 @@ def test_a_long_conversation_is_read_in_pages_and_an_edit_far_back_still_switche
     page.get_by_test_id("version-next").click()
     expect(label).to_have_text("2/2")
     expect(texts).to_have_text(expected)
+
+
+def test_an_earlier_page_that_fails_to_load_is_said_and_show_earlier_asks_again(open_page, ui_server):
+    """Reading earlier history can fail (the network, the server restarting): the reader is told, not left with a
+    button that seems to do nothing, and "Show earlier" reads it once the server answers again."""
+    conv = ui_server.post("/api/conversations", {"title": "A failing page"}).json()
+    cid = conv["conversation_id"]
+    db = Database(ui_server.database_url)
+    try:
+        with db.write() as s:
+            message_store.append_in(s, cid, conv["agents"][0]["agent_id"], [
+                MessageDraft(role=role, content=f"{word} {i}")
+                for i in range(150) for role, word in (("user", "question"), ("assistant", "answer"))])
+    finally:
+        db.dispose()
+    page = open_page(ui_server)
+    page.route("**/messages?*before=*", lambda route: route.fulfill(
+        status=503, content_type="application/json",
+        body='{"success": false, "code": "database_unavailable", "error": "the database is unavailable"}'))
+    page.goto(f"{ui_server.url}/#/c/{cid}")
+    wait_opened(page, "A failing page")
+    texts = page.get_by_test_id("user-text")
+    expect(texts.last).to_have_text("question 149")
+
+    page.get_by_test_id("show-earlier").click()
+    expect(page.get_by_test_id("earlier-error")).to_contain_text("Earlier messages could not be loaded")
+
+    page.unroute("**/messages?*before=*")
+    page.get_by_test_id("show-earlier").click()
+    expect(page.get_by_test_id("earlier-error")).to_have_count(0)
+    for _ in range(10):
+        if texts.first.text_content() == "question 0":
+            break
+        page.get_by_test_id("show-earlier").click()
+    expect(texts.first).to_have_text("question 0")

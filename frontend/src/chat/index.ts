@@ -111,8 +111,13 @@ export class Chat extends ChatEvents {
       this.earlier = { before: block.before, side: merged.side };
       this.timeline.prependHistory(merged.items, master.messageIds);
       this.state.hasEarlier = block.before !== null;
-    } catch {
-      // the reader's next scroll to the top asks again
+      this.state.earlierError = "";
+    } catch (err) {
+      // said, not swallowed: the reader's next "Show earlier" or scroll to the top asks again
+      if (gen === this.generation) {
+        const why = err instanceof ApiError ? err.message : String(err);
+        this.state.earlierError = `Earlier messages could not be loaded (${why}).`;
+      }
     } finally {
       if (gen === this.generation) this.readingEarlier = false;
     }

@@ -12,6 +12,8 @@ export interface ChatState {
   loadError: string;
   /** The master's history has earlier messages than those loaded (Chat.loadEarlier reads them). */
   hasEarlier: boolean;
+  /** Reading the earlier history failed (the reader's next "Show earlier" or scroll to the top asks again). */
+  earlierError: string;
   masterAgentId: string | null;
   agents: AgentInfo[];
   running: string[]; // ids of the foreground tasks in progress: the master's, and sub-agent turns with the user
@@ -31,7 +33,7 @@ export interface ChatState {
 
 export function emptyState(): ChatState {
   return {
-    conversationId: null, title: "", items: [], loading: false, loadError: "", hasEarlier: false, masterAgentId: null, agents: [],
+    conversationId: null, title: "", items: [], loading: false, loadError: "", hasEarlier: false, earlierError: "", masterAgentId: null, agents: [],
     running: [], suggestions: null, subAgentWaiting: null, background: { subAgents: false, commands: false },
     stopping: false, creating: false, textMismatches: 0, agentActivity: {}, usage: null,
   };
